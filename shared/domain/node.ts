@@ -1,0 +1,57 @@
+import type { InstanceLimits } from './limits.js';
+
+/**
+ *   PENDING → PROVISIONING → READY → DRAINING → GONE
+ *        └──────────┴──────► FAILED (reason recorded; launch abandoned)
+ */
+export const NODE_PHASES = ['PENDING', 'PROVISIONING', 'READY', 'DRAINING', 'GONE', 'FAILED'] as const;
+export type NodePhase = (typeof NODE_PHASES)[number];
+
+/**
+ * Progress of one pod ENI, recorded on the node item after each EC2 step so a crash, a timeout or a duplicate
+ * event resumes where it stopped: PLANNED → CREATED → ATTACHING → ATTACHED → LEASED.
+ */
+export const ENI_STEPS = ['PLANNED', 'CREATED', 'ATTACHING', 'ATTACHED', 'LEASED', 'DELETING'] as const;
+export type EniStep = (typeof ENI_STEPS)[number];
+
+export interface EniRecord {
+  readonly deviceIndex: number;
+  readonly networkCardIndex: number;
+  readonly subnetId: string;
+  /** Derived from (instance, device index) so a repeated CreateNetworkInterface returns the same ENI. */
+  readonly clientToken: string;
+  readonly step: EniStep;
+  readonly eniId?: string;
+  readonly attachmentId?: string;
+  readonly mac?: string;
+  readonly subnetCidr?: string;
+  /** Secondary addresses (never the ENI's primary address, which stays with the ENI). */
+  readonly addresses: readonly string[];
+  /** Delegated /28 prefixes, in prefix-delegation mode. */
+  readonly prefixes: readonly string[];
+  readonly deleteOnTermination?: boolean;
+}
+
+export interface LifecycleRef {
+  readonly autoScalingGroupName: string;
+  readonly hookName: string;
+  readonly token: string;
+}
+
+export interface NodeRecord {
+  readonly instanceArn: string;
+  readonly instanceId: string;
+  readonly instanceType: string;
+  readonly availabilityZone: string;
+  readonly lifecycle?: LifecycleRef;
+  readonly limits?: InstanceLimits;
+  readonly podSubnetIds: readonly string[];
+  readonly phase: NodePhase;
+  readonly failureReason?: string;
+  readonly enis: readonly EniRecord[];
+  readonly maxPods: number;
+  readonly createdAtMs: number;
+  readonly updatedAtMs: number;
+  /** Optimistic concurrency: every update is conditional on the version it read. */
+  readonly version: number;
+}
