@@ -64,3 +64,13 @@ export interface Ec2SimulatorApi {
   /** Every instance state transition, in order; returns an unsubscribe function. */
   onInstanceStateChange(listener: (change: InstanceStateChange) => void): () => void;
 }
+
+/**
+ * What `startEc2Simulator` (infra/local/ec2/index.ts) returns: the Query-protocol endpoint for
+ * `AWS_ENDPOINT_URL_EC2`, the in-process API the other simulators use, and shutdown.
+ */
+export interface Ec2SimulatorHandle {
+  readonly endpoint: string;
+  readonly api: Ec2SimulatorApi;
+  close(): Promise<void>;
+}
