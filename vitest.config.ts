@@ -3,7 +3,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    exclude: ['test/vm/**', 'node_modules/**'],
+    exclude: ['test/vm/guest/**', 'node_modules/**'],
     pool: 'forks',
     testTimeout: 30_000,
     hookTimeout: 60_000,
