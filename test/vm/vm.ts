@@ -203,7 +203,7 @@ export async function runInVm(command: readonly string[], options: VmOptions = {
     const lines = pending.split('\n');
     pending = lines.pop() ?? '';
     for (const line of lines) {
-      // biome-ignore lint/suspicious/noControlCharactersInRegex: strips terminal escapes the guest console prints
+      // Strip the terminal escapes the guest console prints.
       const clean = line.replace(/\r$/, '').replace(/\x1b\[[0-9;?]*[a-zA-Z]|\x1bc/g, '');
       if (!clean.startsWith('VPC-VM-EXIT=')) options.onLine?.(clean);
     }
