@@ -1,0 +1,216 @@
+import { Duration, RemovalPolicy, Token } from 'aws-cdk-lib';
+import type * as autoscaling from 'aws-cdk-lib/aws-autoscaling';
+import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import type * as ec2 from 'aws-cdk-lib/aws-ec2';
+import type * as iam from 'aws-cdk-lib/aws-iam';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import { type ControlPlaneConfig, parseControlPlaneConfig } from '../../shared/config/control-plane.js';
+import { ValidationError } from '../../shared/errors.js';
+
+/** Everything a cluster chooses; every prop is optional except the VPC. */
+export interface VpcLeaseAllocatorProps {
+  /**
+   * The VPC of the nodes. Scopes the node policy (`aws:SourceVpc`, so nodes must reach DynamoDB through a
+   * gateway endpoint in it) and the Lambdas' rights on subnets and security groups (`ec2:Vpc`).
+   */
+  readonly vpc: ec2.IVpc | string;
+  /**
+   * Tags every ENI and scopes the Lambdas' EC2 rights; also names the lifecycle hooks.
+   * @default 'vpc-lease'
+   */
+  readonly clusterName?: string;
+  /**
+   * Auto Scaling groups (objects or names) that get a launch and a terminate lifecycle hook. Instances of other
+   * groups get no ENIs; an EC2 `terminated` event still cleans up after any instance the table knows.
+   * @default [] (no hooks: a warning is added to the construct)
+   */
+  readonly autoScalingGroups?: readonly (autoscaling.IAutoScalingGroup | string)[];
+  /**
+   * Subnets for pod ENIs, by object or id. Give either these or `podSubnetTags`.
+   * @default the subnet of the instance's boot ENI
+   */
+  readonly podSubnets?: readonly (ec2.ISubnet | string)[];
+  /**
+   * Pick pod subnets by tags (all must match), restricted to the instance's AZ.
+   * @default the subnet of the instance's boot ENI
+   */
+  readonly podSubnetTags?: Readonly<Record<string, string>>;
+  /**
+   * Security groups for pod ENIs, by object or id.
+   * @default the security groups of the instance's boot ENI
+   */
+  readonly securityGroups?: readonly (ec2.ISecurityGroup | string)[];
+  /** @default 'l2' */
+  readonly ipvlanMode?: 'l2' | 'l3' | 'l3s';
+  /** Assign /28 prefixes instead of single addresses. @default false */
+  readonly prefixDelegation?: boolean;
+  /** Leases a node has before its launch hook completes. @default 8 */
+  readonly minLeases?: number;
+  /** Top up when a node's claimable leases fall below this. @default 4 */
+  readonly warmLowLeases?: number;
+  /** Release excess above this many claimable leases. @default 16 */
+  readonly warmHighLeases?: number;
+  /** Cap on leases per node (kubelet's max-pods). @default 110 */
+  readonly maxPods?: number;
+  /** Cooldown before a released address is reused. @default Duration.seconds(30) */
+  readonly reuseWait?: Duration;
+  /** A FREE lease this old may be released as excess. @default Duration.minutes(5) */
+  readonly releaseDelay?: Duration;
+  /** Lifecycle hook heartbeat timeout (30 s to 2 h). @default Duration.minutes(5) */
+  readonly heartbeatTimeout?: Duration;
+  /** An unattached ENI younger than this is never collected by the reconciler. @default Duration.minutes(10) */
+  readonly eniMinAgeForGc?: Duration;
+  /**
+   * Most concurrent instance-lifecycle invocations (the SQS event source's MaximumConcurrency, 2 to 1000): the
+   * lever on the EC2 mutating call rate, whose token buckets refill at 5 calls/s per action by default.
+   * @default 5
+   */
+  readonly maxConcurrency?: number;
+  /** What happens to the lease table when the stack is deleted. @default RemovalPolicy.RETAIN */
+  readonly removalPolicy?: RemovalPolicy;
+  /** @default a name CloudFormation generates */
+  readonly tableName?: string;
+  /** @default logs.RetentionDays.ONE_MONTH */
+  readonly logRetention?: logs.RetentionDays;
+  /** @default 'info' */
+  readonly logLevel?: 'debug' | 'info' | 'warn' | 'error';
+  /** How often the pool-manager sweeps every node (the stream covers claims in between). @default 1 minute */
+  readonly poolInterval?: Duration;
+  /** How often the reconciler runs (leaked ENIs go after two runs). @default 5 minutes */
+  readonly reconcileInterval?: Duration;
+  /** Instance roles of the cluster's nodes; the node policy is attached to each. @default none */
+  readonly nodeRoles?: readonly iam.IRole[];
+  /** Actions for every alarm (an SNS topic, say). @default none */
+  readonly alarmActions?: readonly cloudwatch.IAlarmAction[];
+}
+
+/** The props after validation, in the shapes the builders take. */
+export interface ResolvedAllocatorProps {
+  /** Validated with the Lambdas' own parser; `tableName`, subnet and group ids may be placeholders here. */
+  readonly config: ControlPlaneConfig;
+  readonly vpcId: string;
+  /** May contain tokens (ids of subnets and groups defined in the same app). */
+  readonly podSubnetIds: readonly string[];
+  readonly securityGroupIds: readonly string[];
+  readonly autoScalingGroups: readonly (autoscaling.IAutoScalingGroup | string)[];
+  readonly maxConcurrency: number;
+  readonly removalPolicy: RemovalPolicy;
+  readonly tableName: string | undefined;
+  readonly logRetention: logs.RetentionDays;
+  readonly poolInterval: Duration;
+  readonly reconcileInterval: Duration;
+}
+
+/** Bad props: the message names every problem, prefixed by the construct. */
+export class AllocatorPropsError extends ValidationError {}
+
+// Stand-ins that pass the shared parser's patterns where the real value is only known at deploy time.
+const PLACEHOLDER_SUBNET = 'subnet-00000000';
+const PLACEHOLDER_SG = 'sg-00000000';
+const PLACEHOLDER_TABLE = 'vpc-lease';
+
+export function resolveAllocatorProps(props: VpcLeaseAllocatorProps): ResolvedAllocatorProps {
+  const problems: string[] = [];
+  const podSubnetIds = idsOf('podSubnets', props.podSubnets, (s) => s.subnetId, problems);
+  const securityGroupIds = idsOf('securityGroups', props.securityGroups, (g) => g.securityGroupId, problems);
+  const vpcId = typeof props.vpc === 'string' ? props.vpc : props.vpc.vpcId;
+  if (!Token.isUnresolved(vpcId) && !/^vpc-[0-9a-f]{8}([0-9a-f]{9})?$/.test(vpcId))
+    problems.push(`vpc: ${JSON.stringify(vpcId)} is not a VPC id`);
+  if (props.clusterName !== undefined && Token.isUnresolved(props.clusterName))
+    problems.push('clusterName: must be a literal (it names hooks and scopes IAM conditions)');
+  const maxConcurrency = props.maxConcurrency ?? 5;
+  // SQS event sources accept MaximumConcurrency 2..1000.
+  if (!Number.isInteger(maxConcurrency) || maxConcurrency < 2 || maxConcurrency > 1000)
+    problems.push(`maxConcurrency: must be an integer between 2 and 1000, got ${maxConcurrency}`);
+  const groups = props.autoScalingGroups ?? [];
+  const literalNames = groups.map((g) => (typeof g === 'string' ? g : g.autoScalingGroupName));
+  const seen = new Set<string>();
+  for (const name of literalNames) {
+    if (Token.isUnresolved(name)) continue;
+    if (name.length === 0) problems.push('autoScalingGroups: a name is empty');
+    else if (seen.has(name)) problems.push(`autoScalingGroups: ${JSON.stringify(name)} is given twice`);
+    seen.add(name);
+  }
+  const heartbeatTimeoutS = wholeSeconds('heartbeatTimeout', props.heartbeatTimeout, problems);
+  const poolInterval = props.poolInterval ?? Duration.minutes(1);
+  const reconcileInterval = props.reconcileInterval ?? Duration.minutes(5);
+  // EventBridge schedules have a one-minute resolution.
+  for (const [name, d] of [
+    ['poolInterval', poolInterval],
+    ['reconcileInterval', reconcileInterval],
+  ] as const) {
+    if (d.toSeconds() < 60 || d.toSeconds() % 60 !== 0) problems.push(`${name}: must be whole minutes, at least 1`);
+  }
+  const tableName = props.tableName;
+
+  let config: ControlPlaneConfig | undefined;
+  try {
+    config = parseControlPlaneConfig(
+      withoutUndefined({
+        clusterName: props.clusterName,
+        tableName: tableName === undefined || Token.isUnresolved(tableName) ? PLACEHOLDER_TABLE : tableName,
+        ipvlanMode: props.ipvlanMode,
+        prefixDelegation: props.prefixDelegation,
+        podSubnetIds: podSubnetIds.map((id) => (Token.isUnresolved(id) ? PLACEHOLDER_SUBNET : id)),
+        podSubnetTags: props.podSubnetTags,
+        securityGroupIds: securityGroupIds.map((id) => (Token.isUnresolved(id) ? PLACEHOLDER_SG : id)),
+        minLeases: props.minLeases,
+        warmLowLeases: props.warmLowLeases,
+        warmHighLeases: props.warmHighLeases,
+        maxPods: props.maxPods,
+        reuseWaitMs: props.reuseWait?.toMilliseconds(),
+        releaseDelayMs: props.releaseDelay?.toMilliseconds(),
+        heartbeatTimeoutS,
+        eniMinAgeForGcMs: props.eniMinAgeForGc?.toMilliseconds(),
+        logLevel: props.logLevel,
+      }),
+    );
+  } catch (err) {
+    if (!(err instanceof ValidationError)) throw err;
+    problems.push(...err.problems);
+  }
+  if (problems.length > 0 || config === undefined)
+    throw new AllocatorPropsError(`VpcLeaseAllocator: invalid props: ${problems.join('; ')}`, problems);
+  return {
+    config,
+    vpcId,
+    podSubnetIds,
+    securityGroupIds,
+    autoScalingGroups: groups,
+    maxConcurrency,
+    removalPolicy: props.removalPolicy ?? RemovalPolicy.RETAIN,
+    tableName,
+    logRetention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
+    poolInterval,
+    reconcileInterval,
+  };
+}
+
+function idsOf<T>(
+  name: string,
+  items: readonly (T | string)[] | undefined,
+  idOf: (item: T) => string,
+  problems: string[],
+): string[] {
+  if (items === undefined) return [];
+  // A list token (a CommaDelimitedList parameter, say) cannot be checked or written as JSON item by item.
+  if (Token.isUnresolved(items)) {
+    problems.push(`${name}: must be a list of ids or objects, not a list token`);
+    return [];
+  }
+  return items.map((item) => (typeof item === 'string' ? item : idOf(item)));
+}
+
+function wholeSeconds(name: string, d: Duration | undefined, problems: string[]): number | undefined {
+  if (d === undefined) return undefined;
+  const ms = d.toMilliseconds();
+  if (ms % 1000 !== 0) {
+    problems.push(`${name}: must be whole seconds`);
+    return undefined;
+  }
+  return ms / 1000;
+}
+
+function withoutUndefined(o: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
+}
