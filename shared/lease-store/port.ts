@@ -10,14 +10,21 @@ import type { NodeRecord } from '../domain/node.js';
  * O_CREAT|O_EXCL).
  */
 export interface LeaseStore {
-  /** Writes FREE leases (batched). Existing items are left as they are, so a resumed launch loses nothing. */
+  /**
+   * Writes FREE leases, claimable from `nowMs`. Existing items are left as they are (a conditional put per
+   * lease, never BatchWriteItem's blind overwrite), so a resumed launch loses nothing and never resets a
+   * CLAIMED lease. The whole batch is validated first: one bad lease → ValidationError and nothing written.
+   */
   putLeases(leases: readonly NewLease[], nowMs: number): Promise<void>;
 
   /**
    * Claims one claimable lease for `holder`: one Query on the claimable index, then one conditional update;
    * on losing a race it tries another candidate. When `checkExisting` (the default) it first looks for a lease
-   * already CLAIMED by the same (containerId, ifName) and returns it unchanged — ADD is idempotent.
-   * @throws NoFreeLeaseError when nothing is claimable; StoreUnavailableError when the store cannot be reached.
+   * already CLAIMED by the same (containerId, ifName) and returns it unchanged — ADD is idempotent. The store
+   * cannot stop two *concurrent* first ADDs of the same pair from claiming two leases (no unique index); the
+   * runtime serialises a container's ADDs, and CNI GC releases anything left over.
+   * @throws NoFreeLeaseError when nothing is claimable; LeaseConflictError after `maxAttempts` lost races;
+   *   StoreUnavailableError when the store cannot be reached; ValidationError on a bad ARN or empty holder ids.
    */
   claim(instanceArn: string, holder: LeaseHolder, nowMs: number, options?: ClaimOptions): Promise<Lease>;
 
@@ -27,7 +34,9 @@ export interface LeaseStore {
   /**
    * CLAIMED by this holder → COOLDOWN with reusableAtMs = now + reuseWaitMs. Returns the released lease, or
    * undefined when the holder held nothing (DEL is idempotent). When `ip` is known (from the node's local
-   * record) this is one conditional update; otherwise it looks the holder up first.
+   * record) this is one conditional update; otherwise it looks the holder up first. With a wrong `ip` the
+   * condition fails and nothing is released (undefined): a lease is only ever released by its own holder.
+   * The holder is removed from the lease; claimedAtMs stays as history.
    */
   release(
     instanceArn: string,
@@ -39,18 +48,24 @@ export interface LeaseStore {
 
   /**
    * The first half of the release handshake (pool-manager): FREE (or COOLDOWN) and unchanged since
-   * `freeSinceBeforeMs` → RELEASING. A node never claims RELEASING.
-   * @throws LeaseConflictError when the lease was claimed or changed meanwhile.
+   * `freeSinceBeforeMs` → RELEASING. "Unchanged since" means claimable since: reusableAtMs <= freeSinceBeforeMs.
+   * A node never claims RELEASING. releasedAtMs becomes `nowMs` (when the handshake began), and a retry with
+   * the same `nowMs` succeeds again, so a lost response cannot strand the lease.
+   * @throws LeaseConflictError (carrying the current lease) when the lease was claimed or changed meanwhile;
+   *   LeaseNotFoundError when there is no such lease.
    */
   markReleasing(instanceArn: string, ip: string, nowMs: number, freeSinceBeforeMs?: number): Promise<Lease>;
 
-  /** Rolls a RELEASING lease back to FREE (when Unassign failed for good). Conditional on RELEASING. */
+  /** Rolls a RELEASING lease back to FREE, claimable from `nowMs` (when Unassign failed for good). Conditional on RELEASING. */
   revertReleasing(instanceArn: string, ip: string, nowMs: number): Promise<Lease>;
 
-  /** The last half: deletes the lease only if it is still RELEASING — never a blind delete. */
+  /**
+   * The last half: deletes the lease only if it is still RELEASING — never a blind delete. A lease that is
+   * already gone counts as deleted (a retried handshake). @throws LeaseConflictError when it is not RELEASING.
+   */
   deleteReleasing(instanceArn: string, ip: string): Promise<void>;
 
-  /** Removes every lease and the node item of an instance that is gone (terminate, reconciler). */
+  /** Removes every lease and the node item of an instance that is gone (terminate, reconciler); returns how many items. */
   deleteNodePartition(instanceArn: string): Promise<number>;
 
   getLease(instanceArn: string, ip: string): Promise<Lease | undefined>;
@@ -63,13 +78,13 @@ export interface LeaseStore {
 
   getNode(instanceArn: string): Promise<NodeRecord | undefined>;
 
-  /** Creates the node item; returns false when it already exists (duplicate launch event). */
+  /** Creates the node item with `node.version` as given; returns false when it already exists (duplicate launch event). */
   createNode(node: NodeRecord): Promise<boolean>;
 
   /**
    * Writes `next` only if the stored item is still at `expectedVersion`; the stored version becomes
    * expectedVersion + 1, and the written record is returned.
-   * @throws VersionConflictError
+   * @throws VersionConflictError; NodeNotFoundError when there is no node item.
    */
   updateNode(next: NodeRecord, expectedVersion: number): Promise<NodeRecord>;
 

@@ -1,0 +1,417 @@
+import type { Lease, LeaseHolder, LeaseState, NewLease } from '../domain/lease.js';
+import { LEASE_STATES } from '../domain/lease.js';
+import type { NodeRecord } from '../domain/node.js';
+import type { DynamoApi } from '../dynamo/api.js';
+import { isConditionalCheckFailed } from '../dynamo/errors.js';
+import {
+  LeaseConflictError,
+  NodeNotFoundError,
+  NoFreeLeaseError,
+  ValidationError,
+  VersionConflictError,
+} from '../errors.js';
+import { BATCH_SIZE, guard, LeaseTable } from './dynamo-lease-table.js';
+import {
+  A,
+  decodeLease,
+  decodeNode,
+  encodeNewLease,
+  encodeNode,
+  HOLDER_ATTRS,
+  type Item,
+  leaseKey,
+  nodeKey,
+} from './item-codec.js';
+import type { ClaimOptions, HolderRef, LeaseStore } from './port.js';
+import { CLAIMABLE_INDEX, LEASE_SORT_PREFIX, NODE_SORT_KEY } from './table.js';
+import { checkArn, checkHolder, checkHolderRef, checkIp, checkNewLeases, checkNode, checkTimeMs } from './validate.js';
+
+export interface DynamoLeaseStoreOptions {
+  readonly api: DynamoApi;
+  readonly tableName: string;
+  /** Concurrent conditional PutItems in putLeases. Default 8. */
+  readonly putConcurrency?: number;
+  /** Rounds of BatchWriteItem retries for unprocessed deletes before giving up. Default 8. */
+  readonly batchRetries?: number;
+  /** Pause between those rounds (tests). */
+  readonly sleep?: (ms: number) => Promise<void>;
+  /** Candidate choice (tests); default Math.random. */
+  readonly random?: () => number;
+}
+
+const DEFAULT_CANDIDATES = 16;
+const DEFAULT_MAX_ATTEMPTS = 8;
+
+const str = (value: string): { S: string } => ({ S: value });
+const num = (value: number): { N: string } => ({ N: String(value) });
+
+/**
+ * The LeaseStore on DynamoDB. Every state change is one conditional write on one item; the lease state machine
+ * is the one port.ts and domain/lease.ts document, and the memory fake mirrors it line for line.
+ *
+ * Request budget of the node's hot paths: ADD = 1 Query on the claimable index + 1 UpdateItem (the CNI skips
+ * findByHolder with its local journal); DEL with the address known = 1 UpdateItem.
+ */
+export class DynamoLeaseStore implements LeaseStore {
+  private readonly api: DynamoApi;
+  private readonly table: string;
+  private readonly putConcurrency: number;
+  private readonly t: LeaseTable;
+
+  constructor(options: DynamoLeaseStoreOptions) {
+    this.api = options.api;
+    this.table = options.tableName;
+    this.putConcurrency = Math.max(1, options.putConcurrency ?? 8);
+    this.t = new LeaseTable({
+      api: options.api,
+      tableName: options.tableName,
+      batchRetries: options.batchRetries ?? 8,
+      sleep: options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms))),
+      random: options.random ?? Math.random,
+    });
+  }
+
+  async putLeases(leases: readonly NewLease[], nowMs: number): Promise<void> {
+    checkNewLeases(leases);
+    checkTimeMs('nowMs', nowMs);
+    // Not BatchWriteItem: its puts are unconditional, so a resumed or duplicated launch would overwrite a
+    // lease a pod has CLAIMED since, back to FREE — and hand its address to a second pod. One conditional
+    // PutItem per lease (`attribute_not_exists`) costs the same write units and keeps what is there.
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < leases.length) {
+        const lease = leases[next++]!;
+        await guard(`put lease ${lease.ip} of`, lease.instanceArn, async () => {
+          try {
+            await this.api.putItem({
+              TableName: this.table,
+              Item: encodeNewLease(lease, nowMs),
+              ConditionExpression: `attribute_not_exists(${A.sk})`,
+            });
+          } catch (err) {
+            if (!isConditionalCheckFailed(err)) throw err;
+          }
+        });
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.putConcurrency, leases.length) }, worker));
+  }
+
+  async claim(instanceArn: string, holder: LeaseHolder, nowMs: number, options: ClaimOptions = {}): Promise<Lease> {
+    checkArn(instanceArn);
+    checkHolder(holder);
+    checkTimeMs('nowMs', nowMs);
+    const candidates = options.candidates ?? DEFAULT_CANDIDATES;
+    const maxAttempts = options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
+    if (!Number.isInteger(candidates) || candidates < 1) throw new ValidationError('candidates must be >= 1');
+    if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new ValidationError('maxAttempts must be >= 1');
+    return guard('claim a lease on', instanceArn, async () => {
+      if (options.checkExisting ?? true) {
+        const existing = await this.t.queryHolder(instanceArn, holder);
+        if (existing) return existing;
+      }
+      // Addresses we lost a race on: the index is eventually consistent on DynamoDB, so a fresh Query may
+      // still list them for a moment; skipping them keeps every further attempt useful.
+      const lost = new Set<string>();
+      for (;;) {
+        const pick = await this.t.pickCandidate(instanceArn, nowMs, candidates, lost);
+        if (!pick) throw new NoFreeLeaseError(instanceArn);
+        try {
+          return await this.t.claimItem(instanceArn, pick.ip, pick.version, holder, nowMs);
+        } catch (err) {
+          if (!isConditionalCheckFailed(err)) throw err;
+          lost.add(pick.ip);
+          if (lost.size >= maxAttempts) {
+            // Out of attempts: say "none left" rather than "contention" when that is the truth.
+            if (!(await this.t.pickCandidate(instanceArn, nowMs, 1, lost))) throw new NoFreeLeaseError(instanceArn);
+            throw new LeaseConflictError(
+              `failed to claim a lease on ${instanceArn}: lost ${lost.size} races in a row (${[...lost].join(', ')})`,
+            );
+          }
+        }
+      }
+    });
+  }
+
+  async findByHolder(instanceArn: string, containerId: string, ifName: string): Promise<Lease | undefined> {
+    checkArn(instanceArn);
+    checkHolderRef({ containerId, ifName });
+    return guard('find the lease of', `${containerId}/${ifName}`, () =>
+      this.t.queryHolder(instanceArn, { containerId, ifName }),
+    );
+  }
+
+  async release(
+    instanceArn: string,
+    holder: HolderRef,
+    nowMs: number,
+    reuseWaitMs: number,
+    ip?: string,
+  ): Promise<Lease | undefined> {
+    checkArn(instanceArn);
+    checkHolderRef(holder);
+    checkTimeMs('nowMs', nowMs);
+    checkTimeMs('reuseWaitMs', reuseWaitMs);
+    if (ip !== undefined) checkIp(ip);
+    return guard('release the lease of', `${holder.containerId}/${holder.ifName}`, async () => {
+      let address = ip;
+      if (address === undefined) {
+        const held = await this.t.queryHolder(instanceArn, holder);
+        if (!held) return undefined;
+        address = held.ip;
+      }
+      try {
+        const out = await this.api.updateItem({
+          TableName: this.table,
+          Key: leaseKey(instanceArn, address),
+          UpdateExpression:
+            `SET ${A.state} = :cooldown, ${A.releasedAt} = :now, ${A.cPk} = :arn, ${A.cAt} = :reusableAt, ` +
+            `${A.version} = ${A.version} + :one REMOVE ${HOLDER_ATTRS.join(', ')}`,
+          ConditionExpression: `${A.state} = :claimed AND ${A.containerId} = :hc AND ${A.ifName} = :hi`,
+          ExpressionAttributeValues: {
+            ':cooldown': str('COOLDOWN'),
+            ':claimed': str('CLAIMED'),
+            ':now': num(nowMs),
+            ':arn': str(instanceArn),
+            ':reusableAt': num(nowMs + reuseWaitMs),
+            ':one': num(1),
+            ':hc': str(holder.containerId),
+            ':hi': str(holder.ifName),
+          },
+          ReturnValues: 'ALL_NEW',
+        });
+        return decodeLease(out.Attributes as Item);
+      } catch (err) {
+        // Not CLAIMED by this holder — released already (a repeated DEL), never claimed, or gone: all mean
+        // "nothing to release". Telling them apart would cost a read on every repeated DEL, and the answer
+        // would be the same.
+        if (isConditionalCheckFailed(err)) return undefined;
+        throw err;
+      }
+    });
+  }
+
+  async markReleasing(instanceArn: string, ip: string, nowMs: number, freeSinceBeforeMs?: number): Promise<Lease> {
+    checkArn(instanceArn);
+    checkIp(ip);
+    checkTimeMs('nowMs', nowMs);
+    if (freeSinceBeforeMs !== undefined) checkTimeMs('freeSinceBeforeMs', freeSinceBeforeMs);
+    const values: Item = {
+      ':free': str('FREE'),
+      ':cooldown': str('COOLDOWN'),
+      ':releasing': str('RELEASING'),
+      ':now': num(nowMs),
+      ':one': num(1),
+    };
+    // "Free since": cAt is when the lease became claimable (put, release + cooldown, revert).
+    let claimable = `${A.state} IN (:free, :cooldown)`;
+    if (freeSinceBeforeMs !== undefined) {
+      claimable += ` AND ${A.cAt} <= :before`;
+      values[':before'] = num(freeSinceBeforeMs);
+    }
+    return guard(`mark RELEASING lease ${ip} of`, instanceArn, () =>
+      this.t.conditionalUpdate(instanceArn, ip, 'mark RELEASING', {
+        TableName: this.table,
+        Key: leaseKey(instanceArn, ip),
+        UpdateExpression:
+          `SET ${A.state} = :releasing, ${A.releasedAt} = :now, ${A.version} = ${A.version} + :one ` +
+          `REMOVE ${A.cPk}, ${A.cAt}`,
+        // The second clause makes a retried request (its response lost after it succeeded) succeed again
+        // instead of stranding the lease in RELEASING with no one to finish the handshake.
+        ConditionExpression: `(${claimable}) OR (${A.state} = :releasing AND ${A.releasedAt} = :now)`,
+        ExpressionAttributeValues: values,
+        ReturnValues: 'ALL_NEW',
+      }),
+    );
+  }
+
+  async revertReleasing(instanceArn: string, ip: string, nowMs: number): Promise<Lease> {
+    checkArn(instanceArn);
+    checkIp(ip);
+    checkTimeMs('nowMs', nowMs);
+    return guard(`revert RELEASING lease ${ip} of`, instanceArn, () =>
+      this.t.conditionalUpdate(instanceArn, ip, 'revert RELEASING', {
+        TableName: this.table,
+        Key: leaseKey(instanceArn, ip),
+        UpdateExpression: `SET ${A.state} = :free, ${A.cPk} = :arn, ${A.cAt} = :now, ${A.version} = ${A.version} + :one`,
+        ConditionExpression: `${A.state} = :releasing`,
+        ExpressionAttributeValues: {
+          ':free': str('FREE'),
+          ':releasing': str('RELEASING'),
+          ':arn': str(instanceArn),
+          ':now': num(nowMs),
+          ':one': num(1),
+        },
+        ReturnValues: 'ALL_NEW',
+      }),
+    );
+  }
+
+  async deleteReleasing(instanceArn: string, ip: string): Promise<void> {
+    checkArn(instanceArn);
+    checkIp(ip);
+    await guard(`delete RELEASING lease ${ip} of`, instanceArn, async () => {
+      try {
+        await this.api.deleteItem({
+          TableName: this.table,
+          Key: leaseKey(instanceArn, ip),
+          ConditionExpression: `attribute_not_exists(${A.sk}) OR ${A.state} = :releasing`,
+          ExpressionAttributeValues: { ':releasing': str('RELEASING') },
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        });
+      } catch (err) {
+        if (!isConditionalCheckFailed(err)) throw err;
+        const current = await this.t.getLeaseItem(instanceArn, ip, err);
+        throw new LeaseConflictError(
+          `failed to delete lease ${ip} of ${instanceArn}: it is ${current?.state ?? 'gone'}, not RELEASING`,
+          current,
+        );
+      }
+    });
+  }
+
+  async deleteNodePartition(instanceArn: string): Promise<number> {
+    checkArn(instanceArn);
+    return guard('delete the partition of', instanceArn, async () => {
+      const keys: Item[] = [];
+      let start: Item | undefined;
+      do {
+        const page = await this.api.query({
+          TableName: this.table,
+          KeyConditionExpression: `${A.pk} = :pk`,
+          ExpressionAttributeValues: { ':pk': str(instanceArn) },
+          ProjectionExpression: `${A.pk}, ${A.sk}`,
+          ConsistentRead: true,
+          ...(start ? { ExclusiveStartKey: start } : {}),
+        });
+        for (const item of page.Items ?? []) keys.push(item as Item);
+        start = page.LastEvaluatedKey as Item | undefined;
+      } while (start);
+      for (let i = 0; i < keys.length; i += BATCH_SIZE) {
+        await this.t.batchDelete(keys.slice(i, i + BATCH_SIZE));
+      }
+      return keys.length;
+    });
+  }
+
+  async getLease(instanceArn: string, ip: string): Promise<Lease | undefined> {
+    checkArn(instanceArn);
+    checkIp(ip);
+    return guard(`read lease ${ip} of`, instanceArn, () => this.t.getLeaseItem(instanceArn, ip));
+  }
+
+  async listLeases(instanceArn: string, filter: { state?: LeaseState } = {}): Promise<Lease[]> {
+    checkArn(instanceArn);
+    if (filter.state !== undefined && !LEASE_STATES.includes(filter.state)) {
+      throw new ValidationError(`unknown lease state ${JSON.stringify(filter.state)}`);
+    }
+    const values: Item = { ':pk': str(instanceArn), ':prefix': str(LEASE_SORT_PREFIX) };
+    if (filter.state) values[':state'] = str(filter.state);
+    return guard('list the leases of', instanceArn, () =>
+      this.t
+        .queryAll({
+          KeyConditionExpression: `${A.pk} = :pk AND begins_with(${A.sk}, :prefix)`,
+          ...(filter.state ? { FilterExpression: `${A.state} = :state` } : {}),
+          ExpressionAttributeValues: values,
+          ConsistentRead: true,
+        })
+        .then((items) => items.map(decodeLease)),
+    );
+  }
+
+  async countClaimable(instanceArn: string, nowMs: number): Promise<number> {
+    checkArn(instanceArn);
+    checkTimeMs('nowMs', nowMs);
+    return guard('count the claimable leases of', instanceArn, async () => {
+      let count = 0;
+      let start: Item | undefined;
+      do {
+        const page = await this.api.query({
+          TableName: this.table,
+          IndexName: CLAIMABLE_INDEX.name,
+          KeyConditionExpression: `${A.cPk} = :arn AND ${A.cAt} <= :now`,
+          ExpressionAttributeValues: { ':arn': str(instanceArn), ':now': num(nowMs) },
+          Select: 'COUNT',
+          ...(start ? { ExclusiveStartKey: start } : {}),
+        });
+        count += page.Count ?? 0;
+        start = page.LastEvaluatedKey as Item | undefined;
+      } while (start);
+      return count;
+    });
+  }
+
+  async getNode(instanceArn: string): Promise<NodeRecord | undefined> {
+    checkArn(instanceArn);
+    return guard('read the node item of', instanceArn, async () => {
+      const out = await this.api.getItem({ TableName: this.table, Key: nodeKey(instanceArn), ConsistentRead: true });
+      return out.Item ? decodeNode(out.Item as Item) : undefined;
+    });
+  }
+
+  async createNode(node: NodeRecord): Promise<boolean> {
+    checkNode(node);
+    return guard('create the node item of', node.instanceArn, async () => {
+      try {
+        await this.api.putItem({
+          TableName: this.table,
+          Item: encodeNode(node, node.version),
+          ConditionExpression: `attribute_not_exists(${A.sk})`,
+        });
+        return true;
+      } catch (err) {
+        if (isConditionalCheckFailed(err)) return false;
+        throw err;
+      }
+    });
+  }
+
+  async updateNode(next: NodeRecord, expectedVersion: number): Promise<NodeRecord> {
+    checkNode(next);
+    if (!Number.isSafeInteger(expectedVersion) || expectedVersion < 0) {
+      throw new ValidationError(`expectedVersion must be a non-negative integer, got ${expectedVersion}`);
+    }
+    return guard('update the node item of', next.instanceArn, async () => {
+      const written = { ...next, version: expectedVersion + 1 };
+      try {
+        await this.api.putItem({
+          TableName: this.table,
+          Item: encodeNode(written, written.version),
+          ConditionExpression: `${A.version} = :expected`,
+          ExpressionAttributeValues: { ':expected': num(expectedVersion) },
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        });
+        return written;
+      } catch (err) {
+        if (!isConditionalCheckFailed(err)) throw err;
+        // Off the hot path: one read tells a missing node from a moved-on one.
+        const current =
+          (err as { Item?: Item }).Item ??
+          (await this.api.getItem({ TableName: this.table, Key: nodeKey(next.instanceArn), ConsistentRead: true }))
+            .Item;
+        if (!current) throw new NodeNotFoundError(next.instanceArn);
+        throw new VersionConflictError(next.instanceArn, expectedVersion);
+      }
+    });
+  }
+
+  /** A Scan of the whole table, filtered to node items: for operators and schedules, never a pod's hot path. */
+  async listNodes(): Promise<NodeRecord[]> {
+    return guard('list', 'the node items', async () => {
+      const nodes: NodeRecord[] = [];
+      let start: Item | undefined;
+      do {
+        const page = await this.api.scan({
+          TableName: this.table,
+          FilterExpression: `${A.sk} = :node`,
+          ExpressionAttributeValues: { ':node': str(NODE_SORT_KEY) },
+          ConsistentRead: true,
+          ...(start ? { ExclusiveStartKey: start } : {}),
+        });
+        for (const item of page.Items ?? []) nodes.push(decodeNode(item as Item));
+        start = page.LastEvaluatedKey as Item | undefined;
+      } while (start);
+      return nodes;
+    });
+  }
+}

@@ -1,0 +1,287 @@
+import {
+  isClaimable,
+  LEASE_STATES,
+  type Lease,
+  type LeaseHolder,
+  type LeaseState,
+  type NewLease,
+  sameHolder,
+} from '../domain/lease.js';
+import type { NodeRecord } from '../domain/node.js';
+import {
+  LeaseConflictError,
+  LeaseNotFoundError,
+  NodeNotFoundError,
+  NoFreeLeaseError,
+  ValidationError,
+  VersionConflictError,
+} from '../errors.js';
+import type { ClaimOptions, HolderRef, LeaseStore } from './port.js';
+import { checkArn, checkHolder, checkHolderRef, checkIp, checkNewLeases, checkNode, checkTimeMs } from './validate.js';
+
+type Operation = keyof LeaseStore;
+
+/**
+ * The faithful fake of the lease store: the same state machine and conditions as DynamoLeaseStore (and the
+ * same contract suite), with the same race window — a claim reads its candidates, yields, then checks the
+ * version it read, so concurrent claims in tests really collide. Injectable failures for callers' tests.
+ */
+export class MemoryLeaseStore implements LeaseStore {
+  private readonly leases = new Map<string, Map<string, Lease>>();
+  private readonly nodes = new Map<string, NodeRecord>();
+  private readonly faults: { operation: Operation; error: Error; remaining: number }[] = [];
+
+  constructor(private readonly random: () => number = Math.random) {}
+
+  /** The next `times` calls of `operation` throw `error` (e.g. a StoreUnavailableError) before doing anything. */
+  failNext(operation: Operation, error: Error, times = 1): void {
+    this.faults.push({ operation, error, remaining: times });
+  }
+
+  async putLeases(leases: readonly NewLease[], nowMs: number): Promise<void> {
+    checkNewLeases(leases);
+    checkTimeMs('nowMs', nowMs);
+    await this.enter('putLeases');
+    for (const lease of leases) {
+      const partition = this.partition(lease.instanceArn);
+      if (partition.has(lease.ip)) continue;
+      partition.set(lease.ip, {
+        instanceArn: lease.instanceArn,
+        ip: lease.ip,
+        state: 'FREE',
+        eniId: lease.eniId,
+        deviceIndex: lease.deviceIndex,
+        mac: lease.mac,
+        subnetId: lease.subnetId,
+        subnetCidr: lease.subnetCidr,
+        gateway: lease.gateway,
+        ...(lease.prefix !== undefined ? { prefix: lease.prefix } : {}),
+        createdAtMs: nowMs,
+        reusableAtMs: nowMs,
+        version: 1,
+      });
+    }
+  }
+
+  async claim(instanceArn: string, holder: LeaseHolder, nowMs: number, options: ClaimOptions = {}): Promise<Lease> {
+    checkArn(instanceArn);
+    checkHolder(holder);
+    checkTimeMs('nowMs', nowMs);
+    const candidates = options.candidates ?? 16;
+    const maxAttempts = options.maxAttempts ?? 8;
+    if (!Number.isInteger(candidates) || candidates < 1) throw new ValidationError('candidates must be >= 1');
+    if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new ValidationError('maxAttempts must be >= 1');
+    await this.enter('claim');
+    if (options.checkExisting ?? true) {
+      const existing = this.held(instanceArn, holder);
+      if (existing) return existing;
+    }
+    const lost = new Set<string>();
+    for (;;) {
+      const page = [...this.partition(instanceArn).values()]
+        .filter((l) => isClaimable(l, nowMs) && !lost.has(l.ip))
+        .sort((a, b) => (a.reusableAtMs ?? 0) - (b.reusableAtMs ?? 0))
+        .slice(0, candidates);
+      const pick = page[Math.floor(this.random() * page.length)] ?? page[0];
+      if (!pick) throw new NoFreeLeaseError(instanceArn);
+      // The window between DynamoDB's Query and UpdateItem, where other claimers run.
+      await tick();
+      const current = this.partition(instanceArn).get(pick.ip);
+      const mine = current?.state === 'CLAIMED' && current.holder !== undefined && sameHolder(current.holder, holder);
+      if (current && ((isClaimable(current, nowMs) && current.version === pick.version) || mine)) {
+        const { reusableAtMs: _, holder: __, ...rest } = current;
+        return this.write({ ...rest, state: 'CLAIMED', holder: { ...holder }, claimedAtMs: nowMs });
+      }
+      lost.add(pick.ip);
+      if (lost.size >= maxAttempts) {
+        const left = [...this.partition(instanceArn).values()].some((l) => isClaimable(l, nowMs) && !lost.has(l.ip));
+        if (!left) throw new NoFreeLeaseError(instanceArn);
+        throw new LeaseConflictError(`failed to claim a lease on ${instanceArn}: lost ${lost.size} races in a row`);
+      }
+    }
+  }
+
+  async findByHolder(instanceArn: string, containerId: string, ifName: string): Promise<Lease | undefined> {
+    checkArn(instanceArn);
+    checkHolderRef({ containerId, ifName });
+    await this.enter('findByHolder');
+    return this.held(instanceArn, { containerId, ifName });
+  }
+
+  async release(
+    instanceArn: string,
+    holder: HolderRef,
+    nowMs: number,
+    reuseWaitMs: number,
+    ip?: string,
+  ): Promise<Lease | undefined> {
+    checkArn(instanceArn);
+    checkHolderRef(holder);
+    checkTimeMs('nowMs', nowMs);
+    checkTimeMs('reuseWaitMs', reuseWaitMs);
+    if (ip !== undefined) checkIp(ip);
+    await this.enter('release');
+    const current = ip === undefined ? this.held(instanceArn, holder) : this.partition(instanceArn).get(ip);
+    if (current?.state !== 'CLAIMED' || !current.holder || !sameHolder(current.holder, holder)) return undefined;
+    const { holder: _, ...rest } = current;
+    return this.write({ ...rest, state: 'COOLDOWN', releasedAtMs: nowMs, reusableAtMs: nowMs + reuseWaitMs });
+  }
+
+  async markReleasing(instanceArn: string, ip: string, nowMs: number, freeSinceBeforeMs?: number): Promise<Lease> {
+    checkArn(instanceArn);
+    checkIp(ip);
+    checkTimeMs('nowMs', nowMs);
+    if (freeSinceBeforeMs !== undefined) checkTimeMs('freeSinceBeforeMs', freeSinceBeforeMs);
+    await this.enter('markReleasing');
+    const current = this.partition(instanceArn).get(ip);
+    if (!current) throw new LeaseNotFoundError(instanceArn, ip);
+    const free =
+      (current.state === 'FREE' || current.state === 'COOLDOWN') &&
+      (freeSinceBeforeMs === undefined || (current.reusableAtMs ?? 0) <= freeSinceBeforeMs);
+    const retried = current.state === 'RELEASING' && current.releasedAtMs === nowMs;
+    if (!free && !retried) {
+      throw new LeaseConflictError(
+        `failed to mark RELEASING lease ${ip} of ${instanceArn}: it is ${current.state}`,
+        current,
+      );
+    }
+    const { reusableAtMs: _, ...rest } = current;
+    return this.write({ ...rest, state: 'RELEASING', releasedAtMs: nowMs });
+  }
+
+  async revertReleasing(instanceArn: string, ip: string, nowMs: number): Promise<Lease> {
+    checkArn(instanceArn);
+    checkIp(ip);
+    checkTimeMs('nowMs', nowMs);
+    await this.enter('revertReleasing');
+    const current = this.partition(instanceArn).get(ip);
+    if (!current) throw new LeaseNotFoundError(instanceArn, ip);
+    if (current.state !== 'RELEASING') {
+      throw new LeaseConflictError(
+        `failed to revert RELEASING lease ${ip} of ${instanceArn}: it is ${current.state}`,
+        current,
+      );
+    }
+    return this.write({ ...current, state: 'FREE', reusableAtMs: nowMs });
+  }
+
+  async deleteReleasing(instanceArn: string, ip: string): Promise<void> {
+    checkArn(instanceArn);
+    checkIp(ip);
+    await this.enter('deleteReleasing');
+    const current = this.partition(instanceArn).get(ip);
+    if (!current) return;
+    if (current.state !== 'RELEASING') {
+      throw new LeaseConflictError(
+        `failed to delete lease ${ip} of ${instanceArn}: it is ${current.state}, not RELEASING`,
+        current,
+      );
+    }
+    this.partition(instanceArn).delete(ip);
+  }
+
+  async deleteNodePartition(instanceArn: string): Promise<number> {
+    checkArn(instanceArn);
+    await this.enter('deleteNodePartition');
+    const count = (this.leases.get(instanceArn)?.size ?? 0) + (this.nodes.has(instanceArn) ? 1 : 0);
+    this.leases.delete(instanceArn);
+    this.nodes.delete(instanceArn);
+    return count;
+  }
+
+  async getLease(instanceArn: string, ip: string): Promise<Lease | undefined> {
+    checkArn(instanceArn);
+    checkIp(ip);
+    await this.enter('getLease');
+    return this.leases.get(instanceArn)?.get(ip);
+  }
+
+  async listLeases(instanceArn: string, filter: { state?: LeaseState } = {}): Promise<Lease[]> {
+    checkArn(instanceArn);
+    if (filter.state !== undefined && !LEASE_STATES.includes(filter.state)) {
+      throw new ValidationError(`unknown lease state ${JSON.stringify(filter.state)}`);
+    }
+    await this.enter('listLeases');
+    // DynamoDB returns a partition in sort-key order: `ip#10.0.0.10` before `ip#10.0.0.9`.
+    return [...(this.leases.get(instanceArn)?.values() ?? [])]
+      .filter((l) => filter.state === undefined || l.state === filter.state)
+      .sort((a, b) => (`ip#${a.ip}` < `ip#${b.ip}` ? -1 : 1));
+  }
+
+  async countClaimable(instanceArn: string, nowMs: number): Promise<number> {
+    checkArn(instanceArn);
+    checkTimeMs('nowMs', nowMs);
+    await this.enter('countClaimable');
+    return [...(this.leases.get(instanceArn)?.values() ?? [])].filter((l) => isClaimable(l, nowMs)).length;
+  }
+
+  async getNode(instanceArn: string): Promise<NodeRecord | undefined> {
+    checkArn(instanceArn);
+    await this.enter('getNode');
+    const node = this.nodes.get(instanceArn);
+    return node ? structuredClone(node) : undefined;
+  }
+
+  async createNode(node: NodeRecord): Promise<boolean> {
+    checkNode(node);
+    await this.enter('createNode');
+    if (this.nodes.has(node.instanceArn)) return false;
+    this.nodes.set(node.instanceArn, structuredClone(node));
+    return true;
+  }
+
+  async updateNode(next: NodeRecord, expectedVersion: number): Promise<NodeRecord> {
+    checkNode(next);
+    if (!Number.isSafeInteger(expectedVersion) || expectedVersion < 0) {
+      throw new ValidationError(`expectedVersion must be a non-negative integer, got ${expectedVersion}`);
+    }
+    await this.enter('updateNode');
+    const current = this.nodes.get(next.instanceArn);
+    if (!current) throw new NodeNotFoundError(next.instanceArn);
+    if (current.version !== expectedVersion) throw new VersionConflictError(next.instanceArn, expectedVersion);
+    const written = { ...structuredClone(next), version: expectedVersion + 1 };
+    this.nodes.set(next.instanceArn, written);
+    return structuredClone(written);
+  }
+
+  async listNodes(): Promise<NodeRecord[]> {
+    await this.enter('listNodes');
+    return [...this.nodes.values()].map((n) => structuredClone(n));
+  }
+
+  private partition(instanceArn: string): Map<string, Lease> {
+    let partition = this.leases.get(instanceArn);
+    if (!partition) {
+      partition = new Map();
+      this.leases.set(instanceArn, partition);
+    }
+    return partition;
+  }
+
+  private held(instanceArn: string, holder: HolderRef): Lease | undefined {
+    for (const lease of this.leases.get(instanceArn)?.values() ?? []) {
+      if (lease.state === 'CLAIMED' && lease.holder && sameHolder(lease.holder, holder)) return lease;
+    }
+    return undefined;
+  }
+
+  private write(lease: Lease): Lease {
+    const written = { ...lease, version: lease.version + 1 };
+    this.partition(lease.instanceArn).set(lease.ip, written);
+    return written;
+  }
+
+  /** Every call is asynchronous like the real store's, and takes an injected failure if one is due. */
+  private async enter(operation: Operation): Promise<void> {
+    await tick();
+    const fault = this.faults.find((f) => f.operation === operation && f.remaining > 0);
+    if (fault) {
+      fault.remaining -= 1;
+      throw fault.error;
+    }
+  }
+}
+
+function tick(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}

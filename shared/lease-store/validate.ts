@@ -1,0 +1,110 @@
+import { parseInstanceArn } from '../domain/arn.js';
+import type { LeaseHolder, NewLease } from '../domain/lease.js';
+import { NODE_PHASES, type NodeRecord } from '../domain/node.js';
+import { ValidationError } from '../errors.js';
+import { cidrContains, isIpv4, parseCidr, parseIpv4 } from '../ipv4.js';
+import type { HolderRef } from './port.js';
+
+/**
+ * Input checks shared by the DynamoDB adapter and the fake, so both reject the same inputs with the same
+ * ValidationError — before anything is written.
+ */
+const ENI_ID = /^eni-[0-9a-f]{8}([0-9a-f]{9})?$/;
+const SUBNET_ID = /^subnet-[0-9a-f]{8}([0-9a-f]{9})?$/;
+const MAC = /^([0-9a-f]{2}:){5}[0-9a-f]{2}$/;
+
+export function checkArn(instanceArn: string): void {
+  parseInstanceArn(instanceArn);
+}
+
+export function checkIp(ip: string): void {
+  if (!isIpv4(ip)) throw new ValidationError(`invalid IPv4 address ${JSON.stringify(ip)}`);
+}
+
+export function checkTimeMs(name: string, value: number): void {
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new ValidationError(`${name} must be a non-negative integer of milliseconds, got ${value}`);
+  }
+}
+
+export function checkHolderRef(holder: HolderRef): void {
+  const problems: string[] = [];
+  if (typeof holder.containerId !== 'string' || holder.containerId.trim() === '') {
+    problems.push('holder.containerId must not be empty');
+  }
+  if (typeof holder.ifName !== 'string' || holder.ifName.trim() === '') {
+    problems.push('holder.ifName must not be empty');
+  }
+  if (problems.length > 0) throw new ValidationError(problems.join('; '), problems);
+}
+
+export function checkHolder(holder: LeaseHolder): void {
+  checkHolderRef(holder);
+  if (typeof holder.netns !== 'string' || holder.netns.trim() === '') {
+    throw new ValidationError('holder.netns must not be empty');
+  }
+}
+
+/** Every problem of every lease at once, naming the lease and the field. */
+export function checkNewLeases(leases: readonly NewLease[]): void {
+  const problems: string[] = [];
+  const seen = new Set<string>();
+  leases.forEach((lease, i) => {
+    const at = `leases[${i}]`;
+    try {
+      parseInstanceArn(lease.instanceArn);
+    } catch {
+      problems.push(`${at}.instanceArn: invalid instance ARN ${JSON.stringify(lease.instanceArn)}`);
+    }
+    if (!isIpv4(lease.ip)) problems.push(`${at}.ip: invalid IPv4 address ${JSON.stringify(lease.ip)}`);
+    if (!ENI_ID.test(lease.eniId)) problems.push(`${at}.eniId: invalid ENI id ${JSON.stringify(lease.eniId)}`);
+    if (!Number.isInteger(lease.deviceIndex) || lease.deviceIndex < 0) {
+      problems.push(`${at}.deviceIndex: must be a non-negative integer, got ${lease.deviceIndex}`);
+    }
+    if (!MAC.test(lease.mac)) problems.push(`${at}.mac: must be lower-case aa:bb:cc:dd:ee:ff, got ${lease.mac}`);
+    if (!SUBNET_ID.test(lease.subnetId)) problems.push(`${at}.subnetId: invalid subnet id ${lease.subnetId}`);
+    if (!isIpv4(lease.gateway)) problems.push(`${at}.gateway: invalid IPv4 address ${lease.gateway}`);
+    try {
+      const cidr = parseCidr(lease.subnetCidr);
+      if (isIpv4(lease.ip) && !cidrContains(cidr, parseIpv4(lease.ip))) {
+        problems.push(`${at}.ip: ${lease.ip} is outside subnet ${lease.subnetCidr}`);
+      }
+    } catch {
+      problems.push(`${at}.subnetCidr: invalid CIDR ${JSON.stringify(lease.subnetCidr)}`);
+    }
+    if (lease.prefix !== undefined) {
+      try {
+        const prefix = parseCidr(lease.prefix);
+        if (isIpv4(lease.ip) && !cidrContains(prefix, parseIpv4(lease.ip))) {
+          problems.push(`${at}.ip: ${lease.ip} is outside its prefix ${lease.prefix}`);
+        }
+      } catch {
+        problems.push(`${at}.prefix: invalid CIDR ${JSON.stringify(lease.prefix)}`);
+      }
+    }
+    const key = `${lease.instanceArn} ${lease.ip}`;
+    if (seen.has(key)) problems.push(`${at}: ${lease.ip} appears twice for ${lease.instanceArn}`);
+    seen.add(key);
+  });
+  if (problems.length > 0) {
+    throw new ValidationError(`invalid leases: ${problems.join('; ')}`, problems);
+  }
+}
+
+export function checkNode(node: NodeRecord): void {
+  const problems: string[] = [];
+  try {
+    const parsed = parseInstanceArn(node.instanceArn);
+    if (parsed.instanceId !== node.instanceId) {
+      problems.push(`instanceId ${node.instanceId} does not match instanceArn ${node.instanceArn}`);
+    }
+  } catch {
+    problems.push(`instanceArn: invalid instance ARN ${JSON.stringify(node.instanceArn)}`);
+  }
+  if (!NODE_PHASES.includes(node.phase)) problems.push(`phase: unknown phase ${JSON.stringify(node.phase)}`);
+  if (!Number.isSafeInteger(node.version) || node.version < 0) {
+    problems.push(`version: must be a non-negative integer, got ${node.version}`);
+  }
+  if (!Number.isInteger(node.maxPods) || node.maxPods < 0) problems.push(`maxPods: invalid ${node.maxPods}`);
+  if (problems.length > 0) throw new ValidationError(`invalid node record: ${problems.join('; ')}`, problems);
+}

@@ -1,0 +1,183 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import { DynamoServiceError } from '../../shared/dynamo/errors.js';
+import { LightDynamoClient } from '../../shared/dynamo/light-client.js';
+import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
+import { NoFreeLeaseError, StoreUnavailableError } from '../../shared/errors.js';
+import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
+import { CountingApi } from './counting-api.js';
+import { useDynalite } from './dynalite-env.js';
+import { holder, newInstanceArn, newLeases } from './fixtures.js';
+
+const env = useDynalite();
+const NOW_MS = 1_767_225_600_000;
+
+describe('Class: DynamoLeaseStore', () => {
+  let api: CountingApi;
+  let store: DynamoLeaseStore;
+  let arn: string;
+  let tableName: string;
+
+  beforeEach(async () => {
+    api = new CountingApi(new SdkDynamoApi(env.sdkClient()));
+    tableName = await env.freshTable();
+    store = new DynamoLeaseStore({ api, tableName, sleep: async () => {} });
+    arn = newInstanceArn();
+  });
+
+  describe('request budget', () => {
+    it('claims with one index Query and one UpdateItem when the caller skips the holder lookup', async () => {
+      await store.putLeases(newLeases(arn, 20), NOW_MS);
+      api.reset();
+      await store.claim(arn, holder(1), NOW_MS, { checkExisting: false });
+      expect(api.calls).toEqual(['Query:claimable', 'UpdateItem']);
+    });
+
+    it('looks the holder up with one consistent Query of the partition first by default', async () => {
+      await store.putLeases(newLeases(arn, 20), NOW_MS);
+      api.reset();
+      await store.claim(arn, holder(1), NOW_MS);
+      expect(api.calls).toEqual(['Query', 'Query:claimable', 'UpdateItem']);
+    });
+
+    it('releases a known address with one UpdateItem, and a repeated DEL costs the same', async () => {
+      await store.putLeases(newLeases(arn, 2), NOW_MS);
+      const lease = await store.claim(arn, holder(1), NOW_MS);
+      api.reset();
+      await store.release(arn, holder(1), NOW_MS, 1000, lease.ip);
+      await store.release(arn, holder(1), NOW_MS, 1000, lease.ip);
+      expect(api.calls).toEqual(['UpdateItem', 'UpdateItem']);
+    });
+
+    it('never scans on a node path', async () => {
+      await store.putLeases(newLeases(arn, 5), NOW_MS);
+      const lease = await store.claim(arn, holder(1), NOW_MS);
+      await store.findByHolder(arn, 'container-1', 'eth0');
+      await store.countClaimable(arn, NOW_MS);
+      await store.release(arn, holder(1), NOW_MS, 0);
+      await store.listLeases(arn);
+      await store.getLease(arn, lease.ip);
+      expect(api.count('Scan')).toBe(0);
+    });
+  });
+
+  describe('races and stale reads', () => {
+    it('loses cleanly on a stale index entry and claims another lease', async () => {
+      await store.putLeases(newLeases(arn, 3), NOW_MS);
+      const taken = await store.claim(arn, holder(1), NOW_MS);
+      // DynamoDB's index lags its table: serve the taken lease, at its pre-claim version, first.
+      api.overrides.query = async (input, real) => {
+        const out = await real(input);
+        if (!input.IndexName) return out;
+        const stale = { sk: { S: `ip#${taken.ip}` }, v: { N: String(taken.version - 1) } };
+        return { ...out, Items: [stale, ...(out.Items ?? [])] };
+      };
+      const deterministic = new DynamoLeaseStore({ api, tableName, random: () => 0 });
+      api.reset();
+      const lease = await deterministic.claim(arn, holder(2), NOW_MS, { checkExisting: false });
+      expect(lease.ip).not.toBe(taken.ip);
+      expect(api.calls).toEqual(['Query:claimable', 'UpdateItem', 'Query:claimable', 'UpdateItem']);
+      expect((await store.getLease(arn, taken.ip))?.holder?.containerId).toBe('container-1');
+    });
+
+    it('succeeds when its UpdateItem lands twice (a client retry after a lost response)', async () => {
+      await store.putLeases(newLeases(arn, 2), NOW_MS);
+      api.overrides.updateItem = async (input, real) => {
+        await real(input);
+        return real(input);
+      };
+      const lease = await store.claim(arn, holder(1), NOW_MS, { checkExisting: false });
+      expect(lease.holder?.containerId).toBe('container-1');
+      const claimed = await store.listLeases(arn, { state: 'CLAIMED' });
+      expect(claimed.map((l) => l.ip)).toEqual([lease.ip]);
+    });
+
+    it('reports NoFreeLeaseError when every index entry is one it already lost', async () => {
+      await store.putLeases(newLeases(arn, 1), NOW_MS);
+      const taken = await store.claim(arn, holder(1), NOW_MS);
+      api.overrides.query = async (input, real) =>
+        input.IndexName ? { Items: [{ sk: { S: `ip#${taken.ip}` }, v: { N: '1' } }], Count: 1 } : real(input);
+      await expect(store.claim(arn, holder(2), NOW_MS, { checkExisting: false })).rejects.toBeInstanceOf(
+        NoFreeLeaseError,
+      );
+    });
+  });
+
+  describe('failures', () => {
+    it('turns throttling past the client retries into StoreUnavailableError, keeping the cause', async () => {
+      const throttled = new DynamoServiceError('ProvisionedThroughputExceededException', 'slow down', 400);
+      api.overrides.query = async () => {
+        throw throttled;
+      };
+      const err = await store.claim(arn, holder(1), NOW_MS).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(StoreUnavailableError);
+      expect((err as Error).cause).toBe(throttled);
+      expect((err as Error).message).toMatch(/^failed to claim a lease on arn:.*slow down$/);
+    });
+
+    it('turns a refused connection into StoreUnavailableError', async () => {
+      api.overrides.updateItem = async () => {
+        throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' });
+      };
+      await expect(store.release(arn, holder(1), NOW_MS, 0, '10.0.1.10')).rejects.toBeInstanceOf(StoreUnavailableError);
+    });
+
+    it('reports StoreUnavailableError when the light client cannot reach DynamoDB at all', async () => {
+      const unreachable = new LightDynamoClient({
+        endpoint: 'http://127.0.0.1:1',
+        maxAttempts: 2,
+        sleep: async () => {},
+      });
+      const offline = new DynamoLeaseStore({ api: unreachable, tableName });
+      const err = await offline.claim(arn, holder(1), NOW_MS).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(StoreUnavailableError);
+      expect((err as Error).message).toMatch(/ECONNREFUSED/);
+      await unreachable.close();
+    });
+
+    it('passes a non-transient DynamoDB error through unchanged', async () => {
+      const missing = new DynamoServiceError('ResourceNotFoundException', 'no table', 400);
+      api.overrides.getItem = async () => {
+        throw missing;
+      };
+      await expect(store.getNode(arn)).rejects.toBe(missing);
+    });
+
+    it('retries unprocessed deletes until the partition is gone', async () => {
+      await store.putLeases(newLeases(arn, 30), NOW_MS);
+      let first = true;
+      api.overrides.batchWriteItem = async (input, real) => {
+        if (!first) return real(input);
+        first = false;
+        const [table, requests] = Object.entries(input.RequestItems ?? {})[0]!;
+        const done = requests.slice(0, 10);
+        await real({ RequestItems: { [table]: done } });
+        return { UnprocessedItems: { [table]: requests.slice(10) } };
+      };
+      expect(await store.deleteNodePartition(arn)).toBe(30);
+      expect(await store.listLeases(arn)).toEqual([]);
+      expect(api.count('BatchWriteItem')).toBe(3);
+    });
+
+    it('gives up with StoreUnavailableError when deletes stay unprocessed', async () => {
+      await store.putLeases(newLeases(arn, 3), NOW_MS);
+      api.overrides.batchWriteItem = async (input) => ({ UnprocessedItems: input.RequestItems });
+      await expect(store.deleteNodePartition(arn)).rejects.toBeInstanceOf(StoreUnavailableError);
+      expect(await store.listLeases(arn)).toHaveLength(3);
+    });
+  });
+
+  it('runs 64 concurrent claims on 40 leases within a bounded number of requests', async () => {
+    await store.putLeases(newLeases(arn, 40), NOW_MS);
+    api.reset();
+    const results = await Promise.allSettled(
+      Array.from({ length: 64 }, (_, i) => store.claim(arn, holder(i), NOW_MS, { checkExisting: false })),
+    );
+    const updates = api.count('UpdateItem');
+    const queries = api.count('Query:claimable');
+    process.stdout.write(`64 claimers / 40 leases: ${queries} index queries, ${updates} updates\n`);
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(40);
+    // Every claimer queries at least once; every lost race (≤ 8 each) costs one more query and update.
+    expect(updates).toBeGreaterThanOrEqual(40);
+    expect(queries).toBeLessThanOrEqual(64 * 9);
+  });
+});
