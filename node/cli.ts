@@ -1,0 +1,44 @@
+import { readFileSync, writeSync } from 'node:fs';
+import { errorMessage } from '../shared/errors.js';
+import { CniError } from './cni/errors.js';
+import { runSkel } from './cni/skel.js';
+import { NetlinkDatapath } from './datapath/netlink-datapath.js';
+import { install, installOptionsFromArgs } from './installer/install.js';
+import { pluginHandlers } from './plugin/handlers.js';
+import { openLeaseStore } from './store/open-store.js';
+
+/** `vpc-lease-cni` as the runtime calls it (CNI_* env + stdin), or `vpc-lease-cni install …`. */
+export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
+  if (args[0] === 'install') {
+    try {
+      const report = install(installOptionsFromArgs(args.slice(1), env, process.argv[1] ?? ''));
+      process.stderr.write(`installed ${report.installed.join(', ')}; wrote ${report.conflist}\n`);
+      return 0;
+    } catch (err) {
+      const details = err instanceof CniError && err.details ? ` (${err.details})` : '';
+      process.stderr.write(`vpc-lease-cni install: ${errorMessage(err)}${details}\n`);
+      return 1;
+    }
+  }
+  const handlers = pluginHandlers({
+    env,
+    nowMs: Date.now,
+    openStore: openLeaseStore,
+    openDatapath: (log, hooks) => NetlinkDatapath.open(log, hooks),
+  });
+  return runSkel(handlers, {
+    env,
+    // A closed or absent stdin reads as empty, which the skel reports as a decode failure (code 6).
+    readStdin: () => {
+      try {
+        return readFileSync(0, 'utf8');
+      } catch {
+        return '';
+      }
+    },
+    // Synchronous: the process exits right after, and nothing else may ever reach stdout.
+    writeStdout: (text) => {
+      writeSync(1, text);
+    },
+  });
+}

@@ -1,0 +1,136 @@
+import { type ConfigOf, validate } from '../../shared/config/schema.js';
+import { ValidationError } from '../../shared/errors.js';
+import { CniCode, CniError } from '../cni/errors.js';
+
+/**
+ * The plugin's own netconf fields (beside the CNI's well-known ones). Units are in the names; every field has a
+ * default so the shortest valid conflist entry is `{"type": "vpc-lease-cni"}`.
+ */
+export const netconfSchema = {
+  mode: {
+    kind: 'enum',
+    default: 'l2',
+    values: ['l2', 'l3', 'l3s'],
+    doc: 'ipvlan mode of the pod links; l3/l3s need per-ENI tables (not in this build).',
+  },
+  mtu: { kind: 'int', default: 0, min: 0, max: 9216, doc: 'Pod link MTU; 0 takes the MTU of the ENI.' },
+  tableName: {
+    kind: 'string',
+    default: 'vpc-lease',
+    pattern: /^[A-Za-z0-9_.-]{3,255}$/,
+    patternHint: 'a DynamoDB table name',
+    doc: 'The lease table.',
+  },
+  region: {
+    kind: 'optionalString',
+    pattern: /^[a-z]{2}(-[a-z]+)+-\d$/,
+    patternHint: 'an AWS region',
+    doc: 'Region of the table; default: the instance’s.',
+  },
+  dynamoEndpoint: {
+    kind: 'optionalString',
+    pattern: /^https?:\/\/[^\s/]+(\/.*)?$/,
+    patternHint: 'an http(s) URL',
+    doc: 'DynamoDB endpoint override (local runs); default: AWS_ENDPOINT_URL_DYNAMODB or the regional one.',
+  },
+  imdsEndpoint: {
+    kind: 'optionalString',
+    pattern: /^https?:\/\/[^\s/]+\/?$/,
+    patternHint: 'an http(s) URL without a path',
+    doc: 'IMDS endpoint override; default: AWS_EC2_METADATA_SERVICE_ENDPOINT or http://169.254.169.254.',
+  },
+  reuseWaitMs: {
+    kind: 'int',
+    default: 30_000,
+    min: 0,
+    max: 3_600_000,
+    doc: 'Cooldown before a released address may be claimed again (conntrack and ARP caches drain).',
+  },
+  gcGraceMs: {
+    kind: 'int',
+    default: 60_000,
+    min: 0,
+    max: 86_400_000,
+    doc: 'GC never releases a lease claimed more recently than this: an ADD in flight is not yet in the runtime’s list.',
+  },
+  dataDir: {
+    kind: 'string',
+    default: '/var/lib/cni/vpc-lease',
+    pattern: /^\//,
+    patternHint: 'an absolute path',
+    doc: 'Journal of attachments and the identity cache.',
+  },
+  logFile: {
+    kind: 'string',
+    default: '/var/log/vpc-lease/cni.log',
+    pattern: /^\//,
+    patternHint: 'an absolute path',
+    doc: 'JSON-lines log (stdout carries only the result).',
+  },
+  logLevel: { kind: 'enum', default: 'info', values: ['debug', 'info', 'warn', 'error'], doc: 'Log threshold.' },
+  storeTimeoutMs: { kind: 'int', default: 3_000, min: 100, max: 60_000, doc: 'Per DynamoDB request.' },
+  imdsTimeoutMs: { kind: 'int', default: 1_000, min: 100, max: 30_000, doc: 'Per IMDS request.' },
+  identityCacheTtlS: {
+    kind: 'int',
+    default: 300,
+    min: 0,
+    max: 86_400,
+    doc: 'How long the instance identity read from IMDS is reused from disk.',
+  },
+} as const;
+
+export type PluginConfig = ConfigOf<typeof netconfSchema> & {
+  /** The CNI network name. */
+  readonly name: string;
+};
+
+/** Fields the CNI spec or runtimes put in every netconf; ours must not reject them. */
+const WELL_KNOWN = new Set([
+  'cniVersion',
+  'name',
+  'type',
+  'args',
+  'ipMasq',
+  'ipam',
+  'dns',
+  'prevResult',
+  'runtimeConfig',
+  'capabilities',
+  'disableCheck',
+  'disableGC',
+]);
+
+const NETWORK_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
+
+/**
+ * Validates a netconf. Unknown fields are refused with code 2 (the spec lets a plugin refuse them, and a typo
+ * like `mtU` silently ignored is worse); bad values of known fields with code 7, every problem at once.
+ */
+export function parseNetconf(netconf: Readonly<Record<string, unknown>>): PluginConfig {
+  const unknown = Object.keys(netconf).filter(
+    (k) => !WELL_KNOWN.has(k) && !k.startsWith('cni.dev/') && !(k in netconfSchema),
+  );
+  if (unknown.length > 0)
+    throw new CniError(
+      CniCode.unsupportedField,
+      `unsupported field${unknown.length > 1 ? 's' : ''} in the network configuration: ${unknown.join(', ')}`,
+    );
+  const problems: string[] = [];
+  const name = netconf['name'];
+  if (typeof name !== 'string' || !NETWORK_NAME.test(name)) problems.push('name: must be a valid network name');
+  let config: ConfigOf<typeof netconfSchema> | undefined;
+  try {
+    config = validate(netconfSchema, netconf, { subject: 'network configuration' });
+  } catch (err) {
+    if (!(err instanceof ValidationError)) throw err;
+    problems.push(...err.problems);
+  }
+  // Cross-field and gap checks read the raw input, so they are reported even when another field is bad.
+  const mtu = netconf['mtu'];
+  if (typeof mtu === 'number' && mtu > 0 && mtu < 68) problems.push(`mtu: must be 0 or at least 68, got ${mtu}`);
+  const mode = netconf['mode'];
+  if (mode === 'l3' || mode === 'l3s') problems.push(`mode: ${mode} is not supported by this build (only l2)`);
+  if (problems.length > 0 || !config)
+    throw new CniError(CniCode.invalidConfig, 'invalid network configuration', problems.join('; '));
+  return { ...config, name: name as string };
+}

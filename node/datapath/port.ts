@@ -1,0 +1,56 @@
+/**
+ * The node's datapath port: what ADD, DEL and CHECK need from the kernel. One real adapter
+ * (`netlink-datapath.ts`, rtnetlink through the `netlink` package); the L3/L3S per-ENI tables and rules and the
+ * host veth (issue 8) extend `setup`/`teardown` with more undoable steps.
+ */
+export type IpvlanMode = 'l2' | 'l3' | 'l3s';
+
+export interface PodLinkSpec {
+  /** CNI_NETNS: a path to the pod's network namespace (a bind-mounted nsfs file). */
+  readonly netnsPath: string;
+  /** CNI_IFNAME: the name the link gets inside the pod. */
+  readonly ifName: string;
+  /** The ENI's MAC: the host interface is found by it, never by a guessed name. */
+  readonly masterMac: string;
+  readonly ip: string;
+  readonly prefixLength: number;
+  readonly gateway: string;
+  /** 0 = the master's MTU. */
+  readonly mtu: number;
+  readonly mode: IpvlanMode;
+}
+
+export interface PodLink {
+  readonly ifName: string;
+  readonly mac: string;
+  readonly mtu: number;
+  readonly sandbox: string;
+}
+
+/** What CHECK compares against the lease and the prevResult. */
+export interface PodLinkState {
+  readonly ifName: string;
+  readonly kind?: string;
+  readonly mac: string;
+  readonly mtu: number;
+  readonly up: boolean;
+  /** CIDR notation, IPv4 only. */
+  readonly addresses: readonly string[];
+  /** Gateway of the main table's IPv4 default route through this link, if any. */
+  readonly defaultGateway?: string;
+}
+
+export interface Datapath {
+  /**
+   * Builds the pod's link. Either completes or leaves nothing behind: every step pushes its undo, and a failure
+   * runs the stack before rethrowing.
+   */
+  setup(spec: PodLinkSpec): Promise<PodLink>;
+  /** Removes the pod's link; a missing netns or link is success ('absent'). */
+  teardown(netnsPath: string, ifName: string): Promise<'removed' | 'absent'>;
+  /** The link as the kernel sees it now; undefined when the netns or the link is missing. */
+  inspect(netnsPath: string, ifName: string): Promise<PodLinkState | undefined>;
+  /** Whether an interface with this MAC exists in the host namespace (STATUS, CHECK). */
+  hasMaster(mac: string): Promise<boolean>;
+  close(): void;
+}

@@ -1,0 +1,60 @@
+import { VpcLeaseError } from '../../shared/errors.js';
+import { CniCode, CniError } from '../cni/errors.js';
+
+/**
+ * Test-only switches, honoured only with VPC_LEASE_TEST_MODE=1 and refused otherwise, so a stray variable on a
+ * real node can never change what the plugin does:
+ * - VPC_LEASE_TEST_LINK_KIND=macvlan: this machine's kernel has no ipvlan; macvlan takes the same netlink path.
+ * - VPC_LEASE_TEST_FAIL_AT=<step>: fail right after <step> completed, to prove its undo runs.
+ */
+export const FAULT_STEPS = [
+  'journal-intent',
+  'claim',
+  'journal-record',
+  'find-master',
+  'open-netns',
+  'create-link',
+  'rename-link',
+  'add-address',
+  'link-up',
+  'add-route',
+  'read-back',
+  'print-result',
+] as const;
+export type FaultStep = (typeof FAULT_STEPS)[number];
+
+export interface TestHooks {
+  readonly linkKind: 'ipvlan' | 'macvlan';
+  readonly failAt?: FaultStep;
+}
+
+export class InjectedFault extends VpcLeaseError {
+  constructor(readonly step: FaultStep) {
+    super(`injected fault after ${step}`);
+  }
+}
+
+export const NO_HOOKS: TestHooks = { linkKind: 'ipvlan' };
+
+export function testHooksFromEnv(env: NodeJS.ProcessEnv): TestHooks {
+  const kind = env['VPC_LEASE_TEST_LINK_KIND'];
+  const failAt = env['VPC_LEASE_TEST_FAIL_AT'];
+  if (!kind && !failAt) return NO_HOOKS;
+  if (env['VPC_LEASE_TEST_MODE'] !== '1')
+    throw new CniError(
+      CniCode.invalidEnvironment,
+      'VPC_LEASE_TEST_* variables are set but VPC_LEASE_TEST_MODE is not 1; refusing test-only behaviour',
+    );
+  if (kind && kind !== 'ipvlan' && kind !== 'macvlan')
+    throw new CniError(CniCode.invalidEnvironment, `VPC_LEASE_TEST_LINK_KIND must be ipvlan or macvlan, got ${kind}`);
+  if (failAt && !(FAULT_STEPS as readonly string[]).includes(failAt))
+    throw new CniError(CniCode.invalidEnvironment, `VPC_LEASE_TEST_FAIL_AT: unknown step ${failAt}`);
+  return {
+    linkKind: kind === 'macvlan' ? 'macvlan' : 'ipvlan',
+    ...(failAt ? { failAt: failAt as FaultStep } : {}),
+  };
+}
+
+export function faultPoint(hooks: TestHooks, step: FaultStep): void {
+  if (hooks.failAt === step) throw new InjectedFault(step);
+}

@@ -1,0 +1,138 @@
+import type { Lease } from '../../shared/domain/lease.js';
+import { sameHolder } from '../../shared/domain/lease.js';
+import { parseCidr } from '../../shared/ipv4.js';
+import { CniCode, CniError } from '../cni/errors.js';
+import type { CniResult } from '../cni/result.js';
+import { appendResult, formatResult, parsePrevResult } from '../cni/result.js';
+import type { CniOutput } from '../cni/skel.js';
+import { checkNetns } from '../datapath/netns.js';
+import type { PodLink } from '../datapath/port.js';
+import { faultPoint } from '../datapath/test-hooks.js';
+import { UndoStack } from '../datapath/undo.js';
+import { writerAlive } from '../journal/journal.js';
+import { classify } from './classify.js';
+import type { CallContext } from './context.js';
+
+const IN_FLIGHT_LIMIT_MS = 120_000;
+
+/**
+ * ADD, in the order the protocol reads: journal intent → claim (Query + UpdateItem, nothing else on the store)
+ * → journal the address → build the link in the pod → print the result. Every step pushes its undo; a failure
+ * anywhere releases the claim, removes the link and the record, and reports the original error.
+ */
+export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
+  const { request: req, config, journal, log } = ctx;
+  const prev = req.netconf['prevResult'] !== undefined ? parsePrevResult(req.netconf['prevResult']) : undefined;
+  const undo = new UndoStack(log);
+  try {
+    // Before anything changes: a bad netns path is the caller's mistake and must leave no trace.
+    checkNetns(req.netns);
+    const marks: Record<string, number> = { start: performance.now() };
+    const identity = await ctx.identity();
+    const store = await ctx.store();
+    marks['identity'] = performance.now();
+    const arn = identity.instanceArn;
+    const holder = ctx.holder;
+    const nowMs = ctx.nowMs();
+
+    let lease: Lease | undefined;
+    let reused = false;
+    const fresh = journal.createIntent({
+      containerId: req.containerId,
+      ifName: req.ifName,
+      netns: req.netns,
+      createdAtMs: nowMs,
+      pid: process.pid,
+    });
+    if (!fresh) {
+      // A repeated ADD. A complete record costs one GetItem to confirm; an intent alone means a crash between
+      // the claim and its record, so ask the store who holds what.
+      const record = journal.read(req.containerId, req.ifName);
+      // A live writer of a recent intent is an ADD in flight (a reused pid cannot block for longer than this).
+      if (record && !record.ip && nowMs - record.createdAtMs < IN_FLIGHT_LIMIT_MS && writerAlive(record))
+        throw new CniError(CniCode.tryAgainLater, `an ADD of ${req.containerId}/${req.ifName} is in flight`);
+      if (record?.ip) {
+        const held = await store.getLease(arn, record.ip);
+        if (held?.state === 'CLAIMED' && held.holder && sameHolder(held.holder, holder)) lease = held;
+      }
+      lease ??= await store.findByHolder(arn, req.containerId, req.ifName);
+      reused = lease !== undefined;
+      log.info('repeated ADD', { recorded: record?.ip, found: lease?.ip });
+    }
+    // From here the record is ours (fresh, or a finished or crashed ADD of the same attachment).
+    undo.push('journal-intent', () => journal.remove(req.containerId, req.ifName));
+    faultPoint(ctx.hooks, 'journal-intent');
+
+    // Load netlink (~20 ms of CPU) while the claim's requests are on the wire; setImmediate lets them leave first.
+    const datapathReady = new Promise<void>((resolve) => setImmediate(resolve)).then(() => ctx.datapath());
+    datapathReady.catch(() => undefined); // awaited below; a failure is reported there, not as unhandled
+    if (!lease) lease = await store.claim(arn, holder, nowMs, { checkExisting: false });
+    marks['claim'] = performance.now();
+    const claimed = lease;
+    undo.push('claim', async () => {
+      await store.release(arn, holder, ctx.nowMs(), config.reuseWaitMs, claimed.ip);
+    });
+    faultPoint(ctx.hooks, 'claim');
+
+    journal.write({
+      containerId: req.containerId,
+      ifName: req.ifName,
+      netns: req.netns,
+      createdAtMs: nowMs,
+      ip: claimed.ip,
+      placement: {
+        eniId: claimed.eniId,
+        deviceIndex: claimed.deviceIndex,
+        mac: claimed.mac,
+        subnetId: claimed.subnetId,
+        subnetCidr: claimed.subnetCidr,
+        gateway: claimed.gateway,
+      },
+    });
+    faultPoint(ctx.hooks, 'journal-record');
+
+    const prefixLength = parseCidr(claimed.subnetCidr).prefixLength;
+    const datapath = await datapathReady;
+    marks['netlink'] = performance.now();
+    let link: PodLink | undefined;
+    if (reused) {
+      const state = await datapath.inspect(req.netns, req.ifName);
+      if (state?.addresses.includes(`${claimed.ip}/${prefixLength}`))
+        link = { ifName: req.ifName, mac: state.mac, mtu: state.mtu, sandbox: req.netns };
+    }
+    if (!link) {
+      link = await datapath.setup({
+        netnsPath: req.netns,
+        ifName: req.ifName,
+        masterMac: claimed.mac,
+        ip: claimed.ip,
+        prefixLength,
+        gateway: claimed.gateway,
+        mtu: config.mtu,
+        mode: config.mode,
+      });
+    }
+    // Also for a link a previous ADD built: the claim is released on failure, so its address must go too.
+    undo.push('datapath', async () => {
+      await datapath.teardown(req.netns, req.ifName);
+    });
+
+    const ours: CniResult = {
+      interfaces: [{ name: link.ifName, mac: link.mac, mtu: link.mtu, sandbox: link.sandbox }],
+      ips: [{ address: `${claimed.ip}/${prefixLength}`, gateway: claimed.gateway, interface: 0 }],
+      routes: [{ dst: '0.0.0.0/0', gw: claimed.gateway }],
+      dns: {},
+    };
+    marks['datapath'] = performance.now();
+    faultPoint(ctx.hooks, 'print-result');
+    undo.commit();
+    // Milliseconds since the process started, per phase: where a slow ADD spent its time.
+    const sinceStartMs = Object.fromEntries(Object.entries(marks).map(([k, v]) => [k, Math.round(v)]));
+    log.info('added', { ip: claimed.ip, eniId: claimed.eniId, reused, identity: identity.source, sinceStartMs });
+    return formatResult(prev ? appendResult(prev, ours) : ours, req.version);
+  } catch (err) {
+    await undo.unwind(err);
+    log.error('ADD failed', { err });
+    throw classify(err);
+  }
+}

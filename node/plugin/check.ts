@@ -1,0 +1,60 @@
+import { sameHolder } from '../../shared/domain/lease.js';
+import { parseCidr } from '../../shared/ipv4.js';
+import { CniCode, CniError } from '../cni/errors.js';
+import { parsePrevResult } from '../cni/result.js';
+import type { CniOutput } from '../cni/skel.js';
+import { classify } from './classify.js';
+import type { CallContext } from './context.js';
+
+function mismatch(what: string): CniError {
+  return new CniError(CniCode.checkFailed, 'CHECK failed', what);
+}
+
+/**
+ * CHECK: the attachment is still what ADD made — the lease is CLAIMED by this (containerId, ifName), the ENI's
+ * interface is on the host, the pod's link is up with the address and the default route, and the runtime's
+ * prevResult names the same interface and address.
+ */
+export async function cmdCheck(ctx: CallContext): Promise<CniOutput> {
+  const { request: req, journal, log } = ctx;
+  try {
+    if (req.netconf['prevResult'] === undefined)
+      throw new CniError(CniCode.invalidConfig, 'CHECK needs the prevResult of the ADD');
+    const prev = parsePrevResult(req.netconf['prevResult']);
+    const identity = await ctx.identity();
+    const store = await ctx.store();
+    const record = journal.read(req.containerId, req.ifName);
+    const lease = record?.ip
+      ? await store.getLease(identity.instanceArn, record.ip)
+      : await store.findByHolder(identity.instanceArn, req.containerId, req.ifName);
+    if (!lease) throw mismatch(`no lease is held by ${req.containerId}/${req.ifName}`);
+    if (lease.state !== 'CLAIMED' || !lease.holder || !sameHolder(lease.holder, ctx.holder))
+      throw mismatch(`lease ${lease.ip} is ${lease.state}, not held by ${req.containerId}/${req.ifName}`);
+    const cidr = `${lease.ip}/${parseCidr(lease.subnetCidr).prefixLength}`;
+
+    const ifIndex = prev.interfaces.findIndex((i) => i.name === req.ifName && i.sandbox === req.netns);
+    if (ifIndex < 0) throw mismatch(`prevResult has no interface ${req.ifName} in ${req.netns}`);
+    if (!prev.ips.some((ip) => ip.address === cidr && (ip.interface === undefined || ip.interface === ifIndex)))
+      throw mismatch(`prevResult does not list ${cidr} on ${req.ifName}`);
+
+    const datapath = await ctx.datapath();
+    if (!(await datapath.hasMaster(lease.mac))) throw mismatch(`no host interface has the ENI's MAC ${lease.mac}`);
+    const state = await datapath.inspect(req.netns, req.ifName);
+    if (!state) throw mismatch(`link ${req.ifName} is missing in ${req.netns}`);
+    const expectedKind = ctx.hooks.linkKind;
+    if (state.kind !== expectedKind)
+      throw mismatch(`link ${req.ifName} is ${state.kind ?? 'unknown'}, not ${expectedKind}`);
+    if (!state.up) throw mismatch(`link ${req.ifName} is down`);
+    if (!state.addresses.includes(cidr))
+      throw mismatch(`link ${req.ifName} lacks ${cidr} (has ${state.addresses.join(', ')})`);
+    if (state.defaultGateway !== lease.gateway)
+      throw mismatch(`default route is via ${state.defaultGateway ?? 'nothing'}, not ${lease.gateway}`);
+    const prevMac = prev.interfaces[ifIndex]?.mac;
+    if (prevMac !== undefined && prevMac !== state.mac) throw mismatch(`link MAC ${state.mac} is not ${prevMac}`);
+    log.info('checked', { ip: lease.ip });
+    return undefined;
+  } catch (err) {
+    log.warn('CHECK failed', { err });
+    throw classify(err);
+  }
+}

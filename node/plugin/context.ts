@@ -1,0 +1,109 @@
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { LeaseHolder } from '../../shared/domain/lease.js';
+import { errorMessage } from '../../shared/errors.js';
+import type { LeaseStore } from '../../shared/lease-store/port.js';
+import { createLogger, type Logger } from '../../shared/log.js';
+import type { CniRequest } from '../cni/skel.js';
+import { type PluginConfig, parseNetconf } from '../config/netconf.js';
+import type { Datapath } from '../datapath/port.js';
+import { type TestHooks, testHooksFromEnv } from '../datapath/test-hooks.js';
+import { loadIdentity, type NodeIdentity } from '../identity/identity.js';
+import { Journal } from '../journal/journal.js';
+
+/**
+ * Everything one CNI call works with, built lazily: VERSION needs none of it, STATUS no datapath, and the
+ * netlink binding (the largest start-up cost) is loaded only by the commands that touch links.
+ */
+export interface PluginDeps {
+  readonly env: NodeJS.ProcessEnv;
+  readonly nowMs: () => number;
+  openStore(config: PluginConfig, identity: NodeIdentity): LeaseStore;
+  openDatapath(log: Logger, hooks: TestHooks): Promise<Datapath>;
+}
+
+export class CallContext {
+  readonly config: PluginConfig;
+  readonly log: Logger;
+  readonly hooks: TestHooks;
+  readonly journal: Journal;
+  private identityPromise?: Promise<NodeIdentity>;
+  private storeInstance?: LeaseStore;
+  private datapathPromise?: Promise<Datapath>;
+
+  constructor(
+    readonly request: CniRequest,
+    private readonly deps: PluginDeps,
+  ) {
+    this.hooks = testHooksFromEnv(deps.env);
+    this.config = parseNetconf(request.netconf);
+    this.log = fileLogger(this.config).child({
+      command: request.command,
+      ...(request.containerId ? { containerId: request.containerId } : {}),
+      ...(request.ifName ? { ifName: request.ifName } : {}),
+    });
+    this.journal = new Journal(this.config.dataDir);
+  }
+
+  nowMs(): number {
+    return this.deps.nowMs();
+  }
+
+  get holder(): LeaseHolder {
+    const podNamespace = this.request.args['K8S_POD_NAMESPACE'];
+    const podName = this.request.args['K8S_POD_NAME'];
+    return {
+      containerId: this.request.containerId,
+      ifName: this.request.ifName,
+      netns: this.request.netns,
+      ...(podNamespace ? { podNamespace } : {}),
+      ...(podName ? { podName } : {}),
+    };
+  }
+
+  identity(): Promise<NodeIdentity> {
+    this.identityPromise ??= loadIdentity({
+      dataDir: this.config.dataDir,
+      ttlS: this.config.identityCacheTtlS,
+      timeoutMs: this.config.imdsTimeoutMs,
+      ...(this.config.imdsEndpoint ? { endpoint: this.config.imdsEndpoint } : {}),
+      env: this.deps.env,
+      nowMs: this.deps.nowMs(),
+    });
+    return this.identityPromise;
+  }
+
+  async store(): Promise<LeaseStore> {
+    this.storeInstance ??= this.deps.openStore(this.config, await this.identity());
+    return this.storeInstance;
+  }
+
+  datapath(): Promise<Datapath> {
+    this.datapathPromise ??= this.deps.openDatapath(this.log, this.hooks);
+    return this.datapathPromise;
+  }
+
+  async close(): Promise<void> {
+    if (this.datapathPromise) (await this.datapathPromise.catch(() => undefined))?.close();
+  }
+}
+
+/** JSON lines appended to the configured file; a log that cannot be written never fails the call. */
+export function fileLogger(config: Pick<PluginConfig, 'logFile' | 'logLevel'>): Logger {
+  let ready = false;
+  return createLogger({
+    level: config.logLevel,
+    fields: { pid: process.pid },
+    sink: (line) => {
+      try {
+        if (!ready) {
+          mkdirSync(dirname(config.logFile), { recursive: true });
+          ready = true;
+        }
+        appendFileSync(config.logFile, `${line}\n`);
+      } catch (err) {
+        process.stderr.write(`vpc-lease-cni: cannot write ${config.logFile}: ${errorMessage(err)}\n`);
+      }
+    },
+  });
+}

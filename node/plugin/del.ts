@@ -1,0 +1,59 @@
+import type { CniOutput } from '../cni/skel.js';
+import { checkNetns } from '../datapath/netns.js';
+import { deletePodLink } from '../datapath/teardown.js';
+import { classify } from './classify.js';
+import type { CallContext } from './context.js';
+
+/**
+ * DEL is idempotent (kubernetes#43014): a missing netns, link, record or lease is success. With the journal's
+ * address the release is one conditional UpdateItem; without it the store looks the holder up first. The link
+ * goes first, so a retried DEL after a store outage finds nothing half-done in the pod.
+ */
+export async function cmdDel(ctx: CallContext): Promise<CniOutput> {
+  const { request: req, config, journal, log } = ctx;
+  try {
+    const marks: Record<string, number> = { start: performance.now() };
+    const record = journal.read(req.containerId, req.ifName);
+    const netns = req.netns || record?.netns || '';
+    let link: 'removed' | 'absent' = 'absent';
+    // A pod whose netns is already gone took its link with it: no need to load netlink at all.
+    if (netns !== '' && netnsExists(netns)) link = await deletePodLink(netns, req.ifName);
+    marks['teardown'] = performance.now();
+    const identity = await ctx.identity();
+    const store = await ctx.store();
+    const released = await store.release(
+      identity.instanceArn,
+      { containerId: req.containerId, ifName: req.ifName },
+      ctx.nowMs(),
+      config.reuseWaitMs,
+      record?.ip,
+    );
+    // The journal knew an address that is not ours (anymore): a stale record; make sure by asking for the holder.
+    const fallback =
+      !released && record?.ip
+        ? await store.release(
+            identity.instanceArn,
+            { containerId: req.containerId, ifName: req.ifName },
+            ctx.nowMs(),
+            config.reuseWaitMs,
+          )
+        : undefined;
+    journal.remove(req.containerId, req.ifName);
+    marks['release'] = performance.now();
+    const sinceStartMs = Object.fromEntries(Object.entries(marks).map(([k, v]) => [k, Math.round(v)]));
+    log.info('deleted', { link, released: (released ?? fallback)?.ip ?? null, sinceStartMs });
+    return undefined;
+  } catch (err) {
+    log.error('DEL failed', { err });
+    throw classify(err);
+  }
+}
+
+function netnsExists(path: string): boolean {
+  try {
+    checkNetns(path);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,367 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FAULT_STEPS } from '../../node/datapath/test-hooks.js';
+import { Journal } from '../../node/journal/journal.js';
+import { missing } from '../support/capabilities.js';
+import { startCountingProxy } from './support/counting-proxy.js';
+import { startFakeImds } from './support/fake-imds.js';
+import { GATEWAY, NodeFixture } from './support/node-fixture.js';
+
+/**
+ * The plugin driven exactly as a container runtime drives it — a separate process per call, CNI_* in the
+ * environment, the netconf on stdin — against real network namespaces, a dynalite table and an IMDS.
+ * This kernel has no ipvlan: pods get macvlan links (VPC_LEASE_TEST_LINK_KIND) on a veth carrying the ENI's MAC.
+ */
+const skip = missing('root', 'netns', 'go-plugins');
+
+describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
+  let f: NodeFixture;
+  beforeAll(async () => {
+    f = await NodeFixture.start();
+    await f.seed(64);
+  });
+  afterAll(async () => {
+    await f?.close();
+  });
+
+  const holderOf = async (containerId: string, ifName = 'eth0') => f.store.findByHolder(f.arn, containerId, ifName);
+  const journal = () => new Journal(f.dataDir);
+  const claimedCount = async () => (await f.store.listLeases(f.arn, { state: 'CLAIMED' })).length;
+
+  describe.each(['0.3.1', '0.4.0', '1.0.0', '1.1.0'])('with cniVersion %s', (version) => {
+    it('runs ADD → CHECK → ADD again → DEL → DEL again, leaving the lease in cooldown', async () => {
+      const netns = f.addNetns();
+      const containerId = `life-${version.replaceAll('.', '')}`;
+      const conf = f.netconf(version);
+      const add = await f.run('ADD', { netns, containerId, args: 'K8S_POD_NAMESPACE=ns;K8S_POD_NAME=web' }, conf);
+      expect(add.code, add.stdout).toBe(0);
+      const result = add.json as {
+        cniVersion: string;
+        ips: Record<string, unknown>[];
+        interfaces: Record<string, unknown>[];
+      };
+      expect(result.cniVersion).toBe(version);
+      expect(result.interfaces).toEqual([expect.objectContaining({ name: 'eth0', sandbox: netns })]);
+      const ip = result.ips[0]!;
+      expect('version' in ip).toBe(version.startsWith('0.'));
+      expect(ip).toMatchObject({ gateway: GATEWAY, interface: 0 });
+      const address = ip['address'] as string;
+
+      const lease = await holderOf(containerId);
+      expect(`${lease?.ip}/24`).toBe(address);
+      expect(lease?.holder).toMatchObject({ netns, podNamespace: 'ns', podName: 'web' });
+      const [link] = f.ipJson(netns, 'addr', 'show', 'eth0');
+      expect(link?.['mtu']).toBe(9001);
+      expect(link?.['address']).toBe(result.interfaces[0]!['mac']);
+      expect(
+        ((link?.['addr_info'] ?? []) as { local: string; prefixlen: number }[]).map((a) => `${a.local}/${a.prefixlen}`),
+      ).toContain(address);
+      expect(f.ipJson(netns, 'route', 'show', 'default')).toEqual([
+        expect.objectContaining({ gateway: GATEWAY, dev: 'eth0' }),
+      ]);
+
+      const check = await f.run('CHECK', { netns, containerId }, { ...conf, prevResult: add.json });
+      // CHECK arrived with 0.4.0; a 0.3.1 configuration may not ask for it.
+      expect(check.code, check.stdout).toBe(version === '0.3.1' ? 1 : 0);
+      if (version === '0.3.1') expect(check.json).toMatchObject({ code: 1 });
+
+      const again = await f.run('ADD', { netns, containerId }, conf);
+      expect(again.code, again.stdout).toBe(0);
+      expect((again.json as typeof result).ips[0]!['address']).toBe(address);
+      expect(await claimedCount()).toBeGreaterThan(0);
+
+      const del = await f.run('DEL', { netns, containerId }, conf);
+      expect(del.code, del.stdout).toBe(0);
+      expect(del.stdout).toBe('');
+      expect(f.podLinks(netns)).toEqual([]);
+      expect((await f.store.getLease(f.arn, lease!.ip))?.state).toBe('COOLDOWN');
+      expect(journal().read(containerId, 'eth0')).toBeUndefined();
+
+      const delAgain = await f.run('DEL', { netns, containerId }, conf);
+      expect(delAgain.code, delAgain.stdout).toBe(0);
+    });
+  });
+
+  it('hands a valid prevResult to the reference portmap and tuning plugins chained after it', async () => {
+    const netns = f.addNetns();
+    const containerId = 'chain-1';
+    const version = '1.0.0';
+    const add = await f.run('ADD', { netns, containerId }, f.netconf(version));
+    expect(add.code, add.stdout).toBe(0);
+    const portmapConf = {
+      cniVersion: version,
+      name: 'vpc-lease',
+      type: 'portmap',
+      capabilities: { portMappings: true },
+    };
+    const portmap = await f.runReference(
+      'portmap',
+      'ADD',
+      { netns, containerId },
+      { ...portmapConf, prevResult: add.json },
+    );
+    expect(portmap.code, portmap.stdout + portmap.stderr).toBe(0);
+    expect(portmap.json).toEqual(add.json);
+    const tuningConf = {
+      cniVersion: version,
+      name: 'vpc-lease',
+      type: 'tuning',
+      mtu: 1400,
+      sysctl: { 'net.ipv4.conf.eth0.arp_ignore': '1' },
+    };
+    const tuning = await f.runReference(
+      'tuning',
+      'ADD',
+      { netns, containerId },
+      { ...tuningConf, prevResult: portmap.json },
+    );
+    expect(tuning.code, tuning.stdout + tuning.stderr).toBe(0);
+    // tuning found our interface through the prevResult and changed it inside the pod.
+    expect(f.ipJson(netns, 'link', 'show', 'eth0')[0]?.['mtu']).toBe(1400);
+    expect((tuning.json as { ips: unknown[] }).ips).toEqual((add.json as { ips: unknown[] }).ips);
+
+    for (const [plugin, conf] of [
+      ['tuning', tuningConf],
+      ['portmap', portmapConf],
+    ] as const) {
+      const check = await f.runReference(plugin, 'CHECK', { netns, containerId }, { ...conf, prevResult: tuning.json });
+      expect(check.code, `${plugin} CHECK: ${check.stdout}${check.stderr}`).toBe(0);
+    }
+    const ours = await f.run('CHECK', { netns, containerId }, { ...f.netconf(version), prevResult: tuning.json });
+    expect(ours.code, ours.stdout).toBe(0);
+    // DEL runs in reverse order.
+    expect(
+      (await f.runReference('tuning', 'DEL', { netns, containerId }, { ...tuningConf, prevResult: tuning.json })).code,
+    ).toBe(0);
+    expect(
+      (await f.runReference('portmap', 'DEL', { netns, containerId }, { ...portmapConf, prevResult: tuning.json }))
+        .code,
+    ).toBe(0);
+    expect((await f.run('DEL', { netns, containerId }, { ...f.netconf(version), prevResult: tuning.json })).code).toBe(
+      0,
+    );
+    expect(f.podLinks(netns)).toEqual([]);
+    expect(await holderOf(containerId)).toBeUndefined();
+  });
+
+  it('gives 32 parallel ADDs in 32 namespaces 32 distinct addresses, and 32 parallel DELs release them all', async () => {
+    const pods = Array.from({ length: 32 }, (_, i) => ({ containerId: `par-${i}`, netns: f.addNetns() }));
+    const adds = await Promise.all(pods.map((p) => f.run('ADD', p, f.netconf('1.1.0'))));
+    for (const a of adds) expect(a.code, a.stdout).toBe(0);
+    const addresses = adds.map((a) => (a.json as { ips: { address: string }[] }).ips[0]!.address);
+    expect(new Set(addresses).size).toBe(32);
+    for (const [i, p] of pods.entries()) {
+      const lease = await holderOf(p.containerId);
+      expect(`${lease?.ip}/24`).toBe(addresses[i]);
+      const info = f.ipJson(p.netns, 'addr', 'show', 'eth0')[0]?.['addr_info'] as { local: string }[];
+      expect(info.map((x) => `${x.local}/24`)).toContain(addresses[i]);
+    }
+    const dels = await Promise.all(pods.map((p) => f.run('DEL', p, f.netconf('1.1.0'))));
+    for (const d of dels) expect(d.code, d.stdout).toBe(0);
+    for (const p of pods) {
+      expect(await holderOf(p.containerId)).toBeUndefined();
+      expect(f.podLinks(p.netns)).toEqual([]);
+    }
+  });
+
+  describe('with a failure injected after each step', () => {
+    it.each(FAULT_STEPS.map((s) => [s]))('leaves no link, claim or record behind when %s fails', async (step) => {
+      const netns = f.addNetns();
+      const containerId = `fault-${step}`;
+      const claimedBefore = await claimedCount();
+      // The plugin's temporary names are exactly `vl` + 12 hex digits; other links on this shared host are not ours.
+      const ours = (names: string[]) => names.filter((n) => /^vl[0-9a-f]{12}$/.test(n) || n === f.masterName);
+      const failed = await f.run(
+        'ADD',
+        { netns, containerId, env: { VPC_LEASE_TEST_FAIL_AT: step } },
+        f.netconf('1.0.0'),
+      );
+      expect(failed.code, failed.stdout).toBe(1);
+      expect(String(failed.json?.['msg'])).toContain(`injected fault after ${step}`);
+      expect(f.podLinks(netns)).toEqual([]);
+      expect(await holderOf(containerId)).toBeUndefined();
+      expect(await claimedCount()).toBe(claimedBefore);
+      expect(journal().read(containerId, 'eth0')).toBeUndefined();
+      // No temporary link ever appears on the host: it is created straight into the pod's namespace.
+      expect(ours(f.hostLinks())).toEqual([f.masterName]);
+      // And the attachment works afterwards: nothing half-done blocks it.
+      const retry = await f.run('ADD', { netns, containerId }, f.netconf('1.0.0'));
+      expect(retry.code, retry.stdout).toBe(0);
+      expect((await f.run('DEL', { netns, containerId }, f.netconf('1.0.0'))).code).toBe(0);
+    });
+  });
+
+  describe('with bad input', () => {
+    const cases: [
+      string,
+      () => { env?: Record<string, string | undefined>; stdin?: string; netns?: string },
+      number,
+    ][] = [
+      ['malformed JSON', () => ({ stdin: '{"cniVersion": "1.0.0",' }), 6],
+      ['no CNI_NETNS on ADD', () => ({ env: { CNI_NETNS: undefined } }), 4],
+      ['no CNI_COMMAND', () => ({ env: { CNI_COMMAND: undefined } }), 4],
+      ['an unknown command', () => ({ env: { CNI_COMMAND: 'ATTACH' } }), 4],
+      ['a netns path that does not exist', () => ({ netns: '/var/run/netns/vl7-no-such-ns' }), 3],
+      ['a netns path that is not a netns', () => ({ netns: '/proc/self/status' }), 4],
+      ['an unknown version', () => ({ stdin: JSON.stringify({ ...f.netconf('9.9.9') }) }), 1],
+      ['an unknown field', () => ({ stdin: JSON.stringify({ ...f.netconf('1.0.0'), mtU: 1500 }) }), 2],
+      ['bad field values', () => ({ stdin: JSON.stringify({ ...f.netconf('1.0.0'), mtu: 12, mode: 'l9' }) }), 7],
+      [
+        'test switches without test mode',
+        () => ({ env: { VPC_LEASE_TEST_MODE: undefined, VPC_LEASE_TEST_FAIL_AT: 'claim' } }),
+        4,
+      ],
+    ];
+    it.each(cases)('reports %s with its code and changes nothing', async (_name, make, code) => {
+      const netns = f.addNetns();
+      const claimedBefore = await claimedCount();
+      const recordsBefore = journal().list().length;
+      const input = make();
+      const r = await f.run('ADD', { netns: input.netns ?? netns, containerId: 'bad-1', ...input });
+      expect(r.code).toBe(1);
+      expect(r.json).toMatchObject({ code, msg: expect.any(String) });
+      expect(f.podLinks(netns)).toEqual([]);
+      expect(await claimedCount()).toBe(claimedBefore);
+      expect(journal().list().length).toBe(recordsBefore);
+      expect(await holderOf('bad-1')).toBeUndefined();
+    });
+  });
+
+  it('keeps to its request budget: ADD 2, repeated ADD 1, DEL 1 DynamoDB request and no IMDS call once cached', async () => {
+    const proxy = await startCountingProxy(f.dynalite.endpoint);
+    try {
+      const conf = f.netconf('1.0.0', { dynamoEndpoint: proxy.endpoint });
+      const netns = f.addNetns();
+      const containerId = 'budget-1';
+      expect((await f.run('ADD', { netns, containerId }, conf)).code).toBe(0);
+      const imdsBefore = f.imds.requests.length;
+      const calls = async (command: string): Promise<string[]> => {
+        proxy.operations.length = 0;
+        const r = await f.run(command, { netns, containerId }, conf);
+        expect(r.code, r.stdout).toBe(0);
+        return [...proxy.operations];
+      };
+      expect(await calls('DEL')).toEqual(['UpdateItem']);
+      expect(await calls('ADD')).toEqual(['Query', 'UpdateItem']);
+      expect(await calls('ADD')).toEqual(['GetItem']);
+      expect(await calls('DEL')).toEqual(['UpdateItem']);
+      // No record left: DEL asks who holds the attachment, finds nobody, and succeeds.
+      expect(await calls('DEL')).toEqual(['Query']);
+      expect(f.imds.requests.length).toBe(imdsBefore);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('undoes a repeated ADD that fails completely: no link, no claim, no record', async () => {
+    const netns = f.addNetns();
+    const containerId = 'readd-fail';
+    expect((await f.run('ADD', { netns, containerId }, f.netconf('1.0.0'))).code).toBe(0);
+    const failed = await f.run(
+      'ADD',
+      { netns, containerId, env: { VPC_LEASE_TEST_FAIL_AT: 'print-result' } },
+      f.netconf('1.0.0'),
+    );
+    expect(failed.json).toMatchObject({ code: 999 });
+    expect(f.podLinks(netns)).toEqual([]);
+    expect(await holderOf(containerId)).toBeUndefined();
+    expect(journal().read(containerId, 'eth0')).toBeUndefined();
+  });
+
+  it('returns the lease an interrupted ADD claimed when the journal holds only the intent', async () => {
+    const netns = f.addNetns();
+    const containerId = 'crash-1';
+    const claimed = await f.store.claim(f.arn, { containerId, ifName: 'eth0', netns }, Date.now(), {
+      checkExisting: false,
+    });
+    journal().createIntent({ containerId, ifName: 'eth0', netns, createdAtMs: Date.now() - 1000, pid: 999_999 });
+    const add = await f.run('ADD', { netns, containerId }, f.netconf('1.0.0'));
+    expect(add.code, add.stdout).toBe(0);
+    expect((add.json as { ips: { address: string }[] }).ips[0]!.address).toBe(`${claimed.ip}/24`);
+    expect(journal().read(containerId, 'eth0')?.ip).toBe(claimed.ip);
+    expect((await f.run('DEL', { netns, containerId }, f.netconf('1.0.0'))).code).toBe(0);
+    expect((await f.store.getLease(f.arn, claimed.ip))?.state).toBe('COOLDOWN');
+  });
+
+  it('DEL succeeds when the netns is already gone and still releases the lease', async () => {
+    const netns = f.addNetns();
+    const containerId = 'gone-1';
+    expect((await f.run('ADD', { netns, containerId }, f.netconf('1.0.0'))).code).toBe(0);
+    const name = netns.split('/').pop()!;
+    const { execFileSync } = await import('node:child_process');
+    execFileSync('ip', ['netns', 'del', name]);
+    const del = await f.run('DEL', { netns, containerId }, f.netconf('1.0.0'));
+    expect(del.code, del.stdout).toBe(0);
+    expect(await holderOf(containerId)).toBeUndefined();
+  });
+
+  it('CHECK fails with code 101 once the pod link lost its address', async () => {
+    const netns = f.addNetns();
+    const containerId = 'check-1';
+    const add = await f.run('ADD', { netns, containerId }, f.netconf('1.0.0'));
+    const address = (add.json as { ips: { address: string }[] }).ips[0]!.address;
+    const { execFileSync } = await import('node:child_process');
+    execFileSync('ip', ['-n', netns.split('/').pop()!, 'addr', 'del', address, 'dev', 'eth0']);
+    const check = await f.run('CHECK', { netns, containerId }, { ...f.netconf('1.0.0'), prevResult: add.json });
+    expect(check.code).toBe(1);
+    expect(check.json).toMatchObject({ code: 101 });
+    expect((await f.run('DEL', { netns, containerId }, f.netconf('1.0.0'))).code).toBe(0);
+  });
+
+  it('GC releases the leases and links of attachments missing from cni.dev/valid-attachments', async () => {
+    const pods = ['gc-1', 'gc-2', 'gc-3'].map((containerId) => ({ containerId, netns: f.addNetns() }));
+    for (const p of pods) expect((await f.run('ADD', p, f.netconf('1.1.0'))).code).toBe(0);
+    const valid = { 'cni.dev/valid-attachments': [{ containerID: 'gc-1', ifname: 'eth0' }] };
+    // Inside the grace window nothing is released: those ADDs may still be in flight.
+    const spared = await f.run('GC', {}, { ...f.netconf('1.1.0'), ...valid });
+    expect(spared.code, spared.stdout).toBe(0);
+    expect(await holderOf('gc-2')).toBeDefined();
+    const gc = await f.run('GC', {}, { ...f.netconf('1.1.0', { gcGraceMs: 0 }), ...valid });
+    expect(gc.code, gc.stdout).toBe(0);
+    expect(await holderOf('gc-1')).toBeDefined();
+    expect(await holderOf('gc-2')).toBeUndefined();
+    expect(await holderOf('gc-3')).toBeUndefined();
+    expect(f.podLinks(pods[0]!.netns)).toEqual(['eth0']);
+    expect(f.podLinks(pods[1]!.netns)).toEqual([]);
+    expect(journal().read('gc-2', 'eth0')).toBeUndefined();
+    const noList = await f.run('GC', {}, f.netconf('1.1.0'));
+    expect(noList.json).toMatchObject({ code: 7 });
+    expect(await holderOf('gc-1')).toBeDefined();
+    expect((await f.run('DEL', pods[0]!, f.netconf('1.1.0'))).code).toBe(0);
+  });
+
+  it('STATUS succeeds with a claimable lease and reports 50 without one or without a store', async () => {
+    const ok = await f.run('STATUS', {}, f.netconf('1.1.0'));
+    expect(ok.code, ok.stdout).toBe(0);
+    expect(ok.stdout).toBe('');
+    const empty = await startFakeImds('i-0fedcba9876543210');
+    try {
+      const emptyConf = f.netconf('1.1.0', { imdsEndpoint: empty.endpoint, dataDir: join(f.dir, 'empty-node') });
+      const none = await f.run('STATUS', {}, emptyConf);
+      expect(none.json).toMatchObject({ code: 50 });
+      // ADD on that node: nothing to claim is "try again later", and nothing is left behind.
+      const netns = f.addNetns();
+      const add = await f.run('ADD', { netns, containerId: 'empty-1' }, emptyConf);
+      expect(add.json).toMatchObject({ code: 11 });
+      expect(f.podLinks(netns)).toEqual([]);
+      expect(existsSync(join(f.dir, 'empty-node', 'attachments', 'empty-1~eth0.json'))).toBe(false);
+    } finally {
+      await empty.close();
+    }
+    const down = await f.run(
+      'STATUS',
+      {},
+      f.netconf('1.1.0', { dynamoEndpoint: 'http://127.0.0.1:9', storeTimeoutMs: 500 }),
+    );
+    expect(down.json).toMatchObject({ code: 50 });
+  });
+
+  it('writes JSON lines to its log file and nothing but the result to stdout', async () => {
+    const lines = readFileSync(f.logFile, 'utf8').trim().split('\n');
+    expect(lines.length).toBeGreaterThan(10);
+    const records = lines.map((line) => JSON.parse(line) as { level: string; msg: string; command?: string });
+    expect(records.some((r) => r.msg === 'added' && r.command === 'ADD')).toBe(true);
+    expect(records.some((r) => r.level === 'error' && r.msg === 'ADD failed')).toBe(true);
+  });
+});

@@ -1,0 +1,42 @@
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * An HTTP pass-through in front of dynalite that records each DynamoDB operation (from X-Amz-Target), so tests
+ * can hold the plugin to its request budget: ADD = Query + UpdateItem, DEL = UpdateItem.
+ */
+export interface CountingProxy {
+  readonly endpoint: string;
+  /** Operation names in arrival order, e.g. ['Query', 'UpdateItem']. */
+  readonly operations: string[];
+  close(): Promise<void>;
+}
+
+export async function startCountingProxy(target: string): Promise<CountingProxy> {
+  const operations: string[] = [];
+  const upstream = new URL(target);
+  const server = createServer((req, res) => {
+    const op = String(req.headers['x-amz-target'] ?? '').split('.')[1];
+    if (op) operations.push(op);
+    const forward = request(
+      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
+      (up) => {
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+      },
+    );
+    forward.on('error', () => res.writeHead(502).end());
+    req.pipe(forward);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    operations,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
