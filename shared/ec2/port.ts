@@ -1,0 +1,124 @@
+import type { InstanceLimits } from '../domain/limits.js';
+
+/**
+ * The narrow EC2 port of the control plane, in domain types (cilium's `pkg/aws/ec2` shape): the SDK adapter
+ * (`sdk-ec2.ts`) converts wire shapes at the edge, so planners and executors never see an SDK type.
+ * Every method rejects with an `Ec2ApiError` (errors.ts) classified by AWS error code.
+ */
+export type AttachmentStatus = 'attaching' | 'attached' | 'detaching' | 'detached';
+
+export interface Ec2Attachment {
+  readonly attachmentId: string;
+  readonly instanceId: string;
+  readonly deviceIndex: number;
+  readonly networkCardIndex: number;
+  readonly status: AttachmentStatus;
+  readonly deleteOnTermination: boolean;
+}
+
+export interface Ec2Eni {
+  readonly eniId: string;
+  readonly subnetId: string;
+  readonly vpcId: string;
+  readonly availabilityZone: string;
+  /** Lower-case, colon separated. */
+  readonly mac: string;
+  readonly primaryIp: string;
+  readonly secondaryIps: readonly string[];
+  readonly prefixes: readonly string[];
+  /** `available`, `in-use`, `attaching`, … as EC2 reports it. */
+  readonly status: string;
+  readonly attachment?: Ec2Attachment;
+  readonly securityGroupIds: readonly string[];
+  readonly tags: Readonly<Record<string, string>>;
+}
+
+export interface Ec2Instance {
+  readonly instanceId: string;
+  readonly instanceType: string;
+  /** `pending`, `running`, `shutting-down`, `terminated`, … */
+  readonly state: string;
+  readonly availabilityZone: string;
+  readonly vpcId: string;
+  readonly subnetId: string;
+  /** Attached (and attaching) interfaces, boot ENI included, by device index. */
+  readonly interfaces: readonly Ec2Eni[];
+}
+
+export interface Ec2Subnet {
+  readonly subnetId: string;
+  readonly vpcId: string;
+  readonly cidr: string;
+  readonly availabilityZone: string;
+  readonly availableIpCount: number;
+  readonly tags: Readonly<Record<string, string>>;
+}
+
+export interface SubnetQuery {
+  readonly subnetIds?: readonly string[];
+  /** Every tag must match. */
+  readonly tags?: Readonly<Record<string, string>>;
+  readonly vpcId?: string;
+  readonly availabilityZone?: string;
+}
+
+export interface EniQuery {
+  readonly eniIds?: readonly string[];
+  /** ENIs attached to this instance. */
+  readonly attachedTo?: string;
+  /** Every tag must match (`tag:<key>` filters). */
+  readonly tags?: Readonly<Record<string, string>>;
+}
+
+export interface CreateEniRequest {
+  readonly subnetId: string;
+  readonly securityGroupIds: readonly string[];
+  /** Secondary addresses (EC2 picks them). */
+  readonly ipCount: number;
+  /** /28 prefixes (prefix delegation). */
+  readonly prefixCount: number;
+  readonly tags: Readonly<Record<string, string>>;
+  /** Idempotency: the same token with the same parameters returns the same ENI. */
+  readonly clientToken: string;
+  readonly description?: string;
+}
+
+export interface AttachEniRequest {
+  readonly eniId: string;
+  readonly instanceId: string;
+  readonly deviceIndex: number;
+  readonly networkCardIndex: number;
+}
+
+export interface Ec2Port {
+  /** undefined when EC2 does not know the instance (or not yet). */
+  describeInstance(instanceId: string): Promise<Ec2Instance | undefined>;
+  describeInstanceLimits(instanceType: string): Promise<InstanceLimits>;
+  describeSubnets(query: SubnetQuery): Promise<Ec2Subnet[]>;
+  describeNetworkInterfaces(query: EniQuery): Promise<Ec2Eni[]>;
+  createNetworkInterface(request: CreateEniRequest): Promise<Ec2Eni>;
+  /** Returns the attachment id. */
+  attachNetworkInterface(request: AttachEniRequest): Promise<string>;
+  setDeleteOnTermination(eniId: string, attachmentId: string, deleteOnTermination: boolean): Promise<void>;
+  detachNetworkInterface(attachmentId: string, force?: boolean): Promise<void>;
+  deleteNetworkInterface(eniId: string): Promise<void>;
+  assignPrivateIpAddresses(
+    eniId: string,
+    request: { readonly ipCount?: number; readonly prefixCount?: number },
+  ): Promise<{ ips: string[]; prefixes: string[] }>;
+  unassignPrivateIpAddresses(
+    eniId: string,
+    request: { readonly ips?: readonly string[]; readonly prefixes?: readonly string[] },
+  ): Promise<void>;
+}
+
+/** EC2 actions that change state: they go through the client-side concurrency cap. */
+export const MUTATING_ACTIONS = new Set([
+  'CreateNetworkInterface',
+  'AttachNetworkInterface',
+  'ModifyNetworkInterfaceAttribute',
+  'DetachNetworkInterface',
+  'DeleteNetworkInterface',
+  'AssignPrivateIpAddresses',
+  'UnassignPrivateIpAddresses',
+]);

@@ -1,0 +1,68 @@
+import { instanceArn } from '../domain/arn.js';
+import type { NodeRecord } from '../domain/node.js';
+import type { LifecycleDeps, StepOutcome } from './deps.js';
+import { done } from './deps.js';
+import { sweepInstanceEnis } from './eni-sweep.js';
+import type { LaunchEvent } from './events.js';
+
+/**
+ * Gives up on a launch for an unrecoverable cause (invalid configuration, every candidate subnet exhausted,
+ * instance limits, retries exhausted): logs it, records it on the node item (FAILED + reason), leaves no ENI
+ * or lease behind, then completes the lifecycle action with ABANDON so Auto Scaling replaces the instance
+ * right away instead of waiting for the hook to time out.
+ */
+export async function abandonLaunch(
+  deps: LifecycleDeps,
+  event: LaunchEvent,
+  node: NodeRecord | undefined,
+  reason: string,
+): Promise<StepOutcome> {
+  const log = deps.logger.child({ instanceId: event.instanceId, flow: 'launch' });
+  log.error('abandoning launch', { reason });
+  deps.metrics?.add('LaunchAbandoned', { Reason: reason.split(':')[0] ?? 'unknown' });
+  try {
+    const swept = await sweepInstanceEnis(deps, event.instanceId);
+    log.info('pod ENIs of the abandoned instance cleaned up', { ...swept });
+  } catch (err) {
+    // The instance is terminated after ABANDON; DeleteOnTermination or the reconciler removes what is left.
+    log.warn('cleanup of pod ENIs failed; leaving them to the reconciler', { err });
+  }
+  const arn = instanceArn(event.region, event.accountId, event.instanceId, event.partition);
+  const nowMs = deps.clock.nowMs();
+  const failed: NodeRecord = {
+    ...(node ?? {
+      instanceArn: arn,
+      instanceId: event.instanceId,
+      instanceType: 'unknown',
+      availabilityZone: 'unknown',
+      podSubnetIds: [],
+      enis: [],
+      maxPods: 0,
+      createdAtMs: nowMs,
+      version: 1,
+    }),
+    lifecycle: {
+      autoScalingGroupName: event.lifecycle.autoScalingGroupName,
+      hookName: event.lifecycle.hookName,
+      token: event.lifecycle.token,
+    },
+    phase: 'FAILED',
+    failureReason: reason,
+    updatedAtMs: nowMs,
+  };
+  if (!node) {
+    if (!(await deps.store.createNode(failed))) {
+      // A concurrent invocation created the item meanwhile: abandon on top of what it recorded.
+      const current = await deps.store.getNode(arn);
+      if (current && current.phase !== 'FAILED') return abandonLaunch(deps, event, current, reason);
+    }
+  } else if (node.enis.some((e) => e.step === 'ATTACHED' || e.step === 'LEASED')) {
+    // Leases may exist: the port removes them only with the whole partition, so the FAILED item is rewritten.
+    await deps.store.deleteNodePartition(arn);
+    await deps.store.createNode({ ...failed, version: 1 });
+  } else {
+    await deps.store.updateNode(failed, node.version);
+  }
+  const outcome = await deps.autoScaling.completeLifecycleAction(event.lifecycle, 'ABANDON');
+  return done(`launch abandoned (${reason}); lifecycle action ${outcome === 'done' ? 'completed' : 'already gone'}`);
+}

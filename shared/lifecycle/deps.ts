@@ -1,0 +1,57 @@
+import type { AutoScalingPort } from '../autoscaling/port.js';
+import type { Clock } from '../clock.js';
+import type { ControlPlaneConfig } from '../config/control-plane.js';
+import type { Ec2Port } from '../ec2/port.js';
+import type { LeaseStore } from '../lease-store/port.js';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
+import type { Requeue } from '../queue/requeue.js';
+
+/** How long to wait before a re-enqueued event comes back, and when to stop trying. */
+export interface RetryPolicy {
+  /** Re-enqueues of one event before a launch is abandoned ("never left to time out silently"). */
+  readonly maxAttempts: number;
+  /** An attachment in progress: EC2 takes a few seconds. */
+  readonly attachingDelayS: number;
+  /** Throttled or unavailable past the SDK's retries: base of an exponential back-off, capped. */
+  readonly backoffBaseS: number;
+  readonly backoffMaxS: number;
+}
+
+export const DEFAULT_RETRY_POLICY: RetryPolicy = {
+  maxAttempts: 40,
+  attachingDelayS: 1,
+  backoffBaseS: 2,
+  backoffMaxS: 60,
+};
+
+export interface LifecycleDeps {
+  readonly ec2: Ec2Port;
+  readonly autoScaling: AutoScalingPort;
+  readonly store: LeaseStore;
+  readonly requeue: Requeue;
+  readonly config: ControlPlaneConfig;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics?: Metrics;
+  readonly retry?: RetryPolicy;
+  /** Jitter source in [0, 1) (tests pin it). */
+  readonly random?: () => number;
+}
+
+/** What an executor reports back to the record handler. */
+export type StepOutcome =
+  | { readonly kind: 'done'; readonly summary: string }
+  | {
+      readonly kind: 'wait';
+      readonly reason: string;
+      /** 'attaching' waits a fixed short delay; 'backoff' grows with the attempt number. */
+      readonly delay: 'attaching' | 'backoff';
+    };
+
+export const done = (summary: string): StepOutcome => ({ kind: 'done', summary });
+export const wait = (reason: string, delay: 'attaching' | 'backoff' = 'backoff'): StepOutcome => ({
+  kind: 'wait',
+  reason,
+  delay,
+});

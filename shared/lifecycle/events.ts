@@ -1,0 +1,125 @@
+import type { LifecycleActionRef } from '../autoscaling/port.js';
+import { isInstanceId } from '../domain/arn.js';
+import { ValidationError } from '../errors.js';
+
+/**
+ * The SQS record body is the EventBridge event as AWS emits it. When the lifecycle Lambda re-enqueues work,
+ * it sends the same event back with a `vpcLease` progress marker added at the top level (EventBridge never
+ * uses that key), so a re-enqueued body is still a valid event for any reader.
+ */
+export const LAUNCH_DETAIL_TYPE = 'EC2 Instance-launch Lifecycle Action';
+export const TERMINATE_DETAIL_TYPE = 'EC2 Instance-terminate Lifecycle Action';
+export const STATE_CHANGE_DETAIL_TYPE = 'EC2 Instance State-change Notification';
+
+export interface RetryMarker {
+  /** How many times this event was re-enqueued so far. */
+  readonly attempt: number;
+  /** When the hook last got a heartbeat (or the event's time, before the first). */
+  readonly heartbeatAtMs: number;
+  /** Why it was re-enqueued last, for logs. */
+  readonly reason?: string;
+}
+
+interface EventBase {
+  readonly instanceId: string;
+  readonly region: string;
+  readonly accountId: string;
+  readonly partition: string;
+  readonly timeMs: number;
+  readonly retry: RetryMarker;
+  /** The event without the marker, to re-enqueue. */
+  readonly raw: Record<string, unknown>;
+}
+
+export interface LaunchEvent extends EventBase {
+  readonly kind: 'launch';
+  readonly lifecycle: LifecycleActionRef;
+}
+
+export interface TerminateEvent extends EventBase {
+  readonly kind: 'terminate';
+  readonly lifecycle: LifecycleActionRef;
+}
+
+export interface StateChangeEvent extends EventBase {
+  readonly kind: 'state-change';
+  readonly state: string;
+}
+
+/** An event this Lambda does not act on (another detail type, a test notification). */
+export interface IgnoredEvent {
+  readonly kind: 'ignored';
+  readonly why: string;
+}
+
+export type LifecycleEvent = LaunchEvent | TerminateEvent | StateChangeEvent | IgnoredEvent;
+
+function str(obj: Record<string, unknown>, key: string, what: string): string {
+  const value = obj[key];
+  if (typeof value !== 'string' || value === '') throw new ValidationError(`${what} has no ${key}`);
+  return value;
+}
+
+function partitionOf(obj: Record<string, unknown>): string {
+  const resources = obj['resources'];
+  const first = Array.isArray(resources) && typeof resources[0] === 'string' ? resources[0] : '';
+  return /^arn:([a-z-]+):/.exec(first)?.[1] ?? 'aws';
+}
+
+/** @throws ValidationError for a body that is not JSON or lacks what its detail type needs. */
+export function parseLifecycleEvent(body: string): LifecycleEvent {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    throw new ValidationError('event body is not JSON');
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
+    throw new ValidationError('event body is not an object');
+  const { vpcLease, ...raw } = parsed as Record<string, unknown>;
+  const detailType = raw['detail-type'];
+  const detail = raw['detail'];
+  if (typeof detailType !== 'string' || detail === null || typeof detail !== 'object')
+    return { kind: 'ignored', why: 'not an EventBridge event' };
+  const d = detail as Record<string, unknown>;
+  const timeText = typeof raw['time'] === 'string' ? raw['time'] : '';
+  const timeMs = Number.isNaN(Date.parse(timeText)) ? 0 : Date.parse(timeText);
+  const marker = (vpcLease ?? {}) as Partial<RetryMarker>;
+  const retry: RetryMarker = {
+    attempt: typeof marker.attempt === 'number' ? marker.attempt : 0,
+    heartbeatAtMs: typeof marker.heartbeatAtMs === 'number' ? marker.heartbeatAtMs : timeMs,
+    ...(typeof marker.reason === 'string' ? { reason: marker.reason } : {}),
+  };
+  const base = {
+    region: str(raw, 'region', 'event'),
+    accountId: str(raw, 'account', 'event'),
+    partition: partitionOf(raw),
+    timeMs,
+    retry,
+    raw,
+  };
+  if (detailType === LAUNCH_DETAIL_TYPE || detailType === TERMINATE_DETAIL_TYPE) {
+    // Auto Scaling sends a test notification when a hook is created; it has no instance and needs nothing.
+    if (d['Event'] === 'autoscaling:TEST_NOTIFICATION') return { kind: 'ignored', why: 'test notification' };
+    const instanceId = str(d, 'EC2InstanceId', detailType);
+    if (!isInstanceId(instanceId)) throw new ValidationError(`${detailType} has invalid EC2InstanceId ${instanceId}`);
+    const lifecycle: LifecycleActionRef = {
+      autoScalingGroupName: str(d, 'AutoScalingGroupName', detailType),
+      hookName: str(d, 'LifecycleHookName', detailType),
+      token: str(d, 'LifecycleActionToken', detailType),
+      instanceId,
+    };
+    return { kind: detailType === LAUNCH_DETAIL_TYPE ? 'launch' : 'terminate', instanceId, lifecycle, ...base };
+  }
+  if (detailType === STATE_CHANGE_DETAIL_TYPE) {
+    const instanceId = str(d, 'instance-id', detailType);
+    if (!isInstanceId(instanceId)) throw new ValidationError(`${detailType} has invalid instance-id ${instanceId}`);
+    return { kind: 'state-change', instanceId, state: str(d, 'state', detailType), ...base };
+  }
+  return { kind: 'ignored', why: `detail-type ${detailType}` };
+}
+
+/** The body to re-enqueue: the original event plus the next progress marker. */
+export function requeueBody(event: LaunchEvent | TerminateEvent | StateChangeEvent, marker: RetryMarker): string {
+  return JSON.stringify({ ...event.raw, vpcLease: marker });
+}

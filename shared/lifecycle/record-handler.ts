@@ -1,0 +1,81 @@
+import { instanceArn } from '../domain/arn.js';
+import { errorMessage } from '../errors.js';
+import { abandonLaunch } from './abandon.js';
+import { DEFAULT_RETRY_POLICY, type LifecycleDeps, type StepOutcome } from './deps.js';
+import {
+  type LaunchEvent,
+  parseLifecycleEvent,
+  requeueBody,
+  type StateChangeEvent,
+  type TerminateEvent,
+} from './events.js';
+import { runLaunch } from './launch.js';
+import { runTerminate } from './terminate.js';
+
+type ActionableEvent = LaunchEvent | TerminateEvent | StateChangeEvent;
+
+/**
+ * Handles one SQS record body of the lifecycle queue. Returns normally when the event is done or was
+ * re-enqueued to continue later; throws (→ the record is reported failed and SQS redelivers it) only when
+ * neither happened, e.g. DynamoDB or SQS itself could not be reached.
+ */
+export function createLifecycleRecordHandler(deps: LifecycleDeps): (body: string) => Promise<void> {
+  return async (body) => {
+    const event = parseLifecycleEvent(body);
+    if (event.kind === 'ignored') {
+      deps.logger.info('event ignored', { why: event.why });
+      return;
+    }
+    const outcome = event.kind === 'launch' ? await runLaunch(deps, event) : await runTerminate(deps, event);
+    await settle(deps, event, outcome);
+  };
+}
+
+async function settle(deps: LifecycleDeps, event: ActionableEvent, outcome: StepOutcome): Promise<void> {
+  const log = deps.logger.child({ instanceId: event.instanceId, flow: event.kind, attempt: event.retry.attempt });
+  if (outcome.kind === 'done') {
+    log.info(outcome.summary);
+    return;
+  }
+  const policy = deps.retry ?? DEFAULT_RETRY_POLICY;
+  const attempt = event.retry.attempt + 1;
+  if (attempt > policy.maxAttempts) {
+    const reason = `retries-exhausted: gave up after ${policy.maxAttempts} attempts; last: ${outcome.reason}`;
+    if (event.kind === 'launch') {
+      const arn = instanceArn(event.region, event.accountId, event.instanceId, event.partition);
+      const node = await deps.store.getNode(arn);
+      const result = await abandonLaunch(deps, event, node, reason);
+      log.error(result.kind === 'done' ? result.summary : reason);
+      return;
+    }
+    // A terminate that cannot finish still lets the instance go; the reconciler removes what is left.
+    log.error('terminate gave up; leaving leftovers to the reconciler', { reason });
+    if (event.kind === 'terminate') await deps.autoScaling.completeLifecycleAction(event.lifecycle, 'CONTINUE');
+    return;
+  }
+  const nowMs = deps.clock.nowMs();
+  let heartbeatAtMs = event.retry.heartbeatAtMs;
+  // A third of the hook's timeout between heartbeats: two may be lost before the hook expires.
+  if (event.kind !== 'state-change' && nowMs - heartbeatAtMs >= (deps.config.heartbeatTimeoutS * 1000) / 3) {
+    try {
+      await deps.autoScaling.recordLifecycleActionHeartbeat(event.lifecycle);
+      heartbeatAtMs = nowMs;
+    } catch (err) {
+      log.warn('lifecycle heartbeat failed; retrying on the next attempt', { err: errorMessage(err) });
+    }
+  }
+  const delayS = delayFor(deps, outcome, attempt);
+  await deps.requeue.requeue(requeueBody(event, { attempt, heartbeatAtMs, reason: outcome.reason }), delayS);
+  deps.metrics?.add('Requeued', { Flow: event.kind });
+  log.info('re-enqueued', { reason: outcome.reason, delayS });
+}
+
+function delayFor(deps: LifecycleDeps, outcome: Extract<StepOutcome, { kind: 'wait' }>, attempt: number): number {
+  const policy = deps.retry ?? DEFAULT_RETRY_POLICY;
+  if (outcome.delay === 'attaching') return policy.attachingDelayS;
+  const random = deps.random ?? Math.random;
+  // "Equal jitter" (AWS Architecture Blog, "Exponential Backoff And Jitter"): spreads a storm's retries
+  // while keeping at least half the back-off.
+  const capS = Math.min(policy.backoffMaxS, policy.backoffBaseS * 2 ** Math.min(attempt - 1, 10));
+  return Math.max(1, Math.round(capS * (0.5 + random() / 2)));
+}

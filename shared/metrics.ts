@@ -1,0 +1,98 @@
+import type { Logger } from './log.js';
+
+/**
+ * Counters published as CloudWatch Embedded Metric Format lines through the structured logger: Lambda ships
+ * stdout/stderr to CloudWatch Logs, which turns each `_aws` line into metrics — no PutMetricData call, no
+ * extra latency (what Powertools Metrics does). Counts accumulate in memory and `flush()` writes one line per
+ * metric and dimension set (call it at the end of each invocation); `totals()` keeps running sums for tests
+ * and benchmarks.
+ */
+export type MetricUnit = 'Count' | 'Milliseconds';
+export type Dimensions = Readonly<Record<string, string>>;
+
+export const METRICS_NAMESPACE = 'VpcLease';
+
+interface Entry {
+  readonly name: string;
+  readonly unit: MetricUnit;
+  readonly dimensions: Dimensions;
+  value: number;
+}
+
+function keyOf(name: string, dimensions: Dimensions): string {
+  const dims = Object.keys(dimensions)
+    .sort()
+    .map((k) => `${k}=${dimensions[k]}`)
+    .join(',');
+  return `${name}|${dims}`;
+}
+
+export class Metrics {
+  private pending = new Map<string, Entry>();
+  private readonly running = new Map<string, Entry>();
+
+  constructor(
+    private readonly logger: Logger,
+    private readonly service: string,
+    private readonly nowMs: () => number = Date.now,
+    private readonly namespace: string = METRICS_NAMESPACE,
+  ) {}
+
+  add(name: string, dimensions: Dimensions = {}, value = 1, unit: MetricUnit = 'Count'): void {
+    const key = keyOf(name, dimensions);
+    for (const map of [this.pending, this.running]) {
+      const entry = map.get(key);
+      if (entry) entry.value += value;
+      else map.set(key, { name, unit, dimensions: { ...dimensions }, value });
+    }
+  }
+
+  /** Running sum of a metric over every dimension set matching `where` (since construction or reset). */
+  total(name: string, where: Dimensions = {}): number {
+    let sum = 0;
+    for (const entry of this.running.values()) {
+      if (entry.name !== name) continue;
+      if (Object.entries(where).every(([k, v]) => entry.dimensions[k] === v)) sum += entry.value;
+    }
+    return sum;
+  }
+
+  /** Running sums of a metric keyed by one dimension's value, e.g. EC2 calls by action. */
+  totalsBy(name: string, dimension: string): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const entry of this.running.values()) {
+      const value = entry.dimensions[dimension];
+      if (entry.name !== name || value === undefined) continue;
+      out[value] = (out[value] ?? 0) + entry.value;
+    }
+    return out;
+  }
+
+  resetTotals(): void {
+    this.running.clear();
+  }
+
+  /** Writes one EMF line per pending metric and dimension set, then forgets them. */
+  flush(): void {
+    const pending = this.pending;
+    this.pending = new Map();
+    for (const entry of pending.values()) {
+      const dimensionNames = ['Service', ...Object.keys(entry.dimensions).sort()];
+      this.logger.info('metric', {
+        _aws: {
+          Timestamp: this.nowMs(),
+          CloudWatchMetrics: [
+            {
+              Namespace: this.namespace,
+              Dimensions: [dimensionNames],
+              Metrics: [{ Name: entry.name, Unit: entry.unit }],
+            },
+          ],
+        },
+        Service: this.service,
+        ...entry.dimensions,
+        [entry.name]: entry.value,
+      });
+    }
+  }
+}

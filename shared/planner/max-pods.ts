@@ -1,0 +1,53 @@
+import { ADDRESSES_PER_PREFIX, type InstanceLimits } from '../domain/limits.js';
+
+/**
+ * Pods that use the host network (kube-proxy, the node's daemons) need no VPC address but count against
+ * kubelet's max-pods; EKS's formula adds the same 2.
+ */
+export const DEFAULT_HOST_NETWORK_PODS = 2;
+
+export interface MaxPodsOptions {
+  readonly prefixDelegation: boolean;
+  /** The configured cap (ControlPlaneConfig.maxPods). */
+  readonly capPods: number;
+  readonly hostNetworkPods?: number;
+}
+
+/**
+ * ENIs pods can use: every interface but the boot ENI (device index 0 on the default card, never used for
+ * pods), within both the instance-wide limit and each network card's own limit. The data reports some
+ * multi-card types with an instance-wide figure below the sum of their cards, so the smaller one wins.
+ */
+export function podEniSlots(limits: InstanceLimits): number {
+  const cards =
+    limits.networkCards.length > 0
+      ? limits.networkCards
+      : [{ networkCardIndex: limits.defaultNetworkCardIndex, maxEnis: limits.maxEnis }];
+  const perCards = cards.reduce(
+    (sum, card) => sum + card.maxEnis - (card.networkCardIndex === limits.defaultNetworkCardIndex ? 1 : 0),
+    0,
+  );
+  return Math.max(0, Math.min(limits.maxEnis - 1, perCards));
+}
+
+/** Addresses one pod ENI can lease: its secondary addresses, or every address of its /28 prefixes. */
+export function addressesPerPodEni(limits: InstanceLimits, prefixDelegation: boolean): number {
+  // The primary address stays with the ENI; on Nitro each delegated prefix takes one secondary-address slot.
+  const slots = Math.max(0, limits.ipv4PerEni - 1);
+  return prefixDelegation ? slots * ADDRESSES_PER_PREFIX : slots;
+}
+
+/**
+ * kubelet's max-pods for ipvlan pods on non-boot ENIs:
+ *
+ *   maxPods = min(capPods, (maxEnis − 1) × (ipv4PerEni − 1) × k + hostNetworkPods)
+ *
+ * with k = 1 for secondary addresses and k = 16 with prefix delegation (each /28 takes one address slot),
+ * and (maxEnis − 1) taken per network card (see podEniSlots). Unlike EKS's `maxEnis × (ipv4PerEni − 1) + 2`,
+ * the boot ENI contributes nothing: vpc-lease never puts pods on it.
+ */
+export function maxPodsFor(limits: InstanceLimits, options: MaxPodsOptions): number {
+  const hostNetworkPods = options.hostNetworkPods ?? DEFAULT_HOST_NETWORK_PODS;
+  const vpcPods = podEniSlots(limits) * addressesPerPodEni(limits, options.prefixDelegation);
+  return Math.max(1, Math.min(options.capPods, vpcPods + hostNetworkPods));
+}

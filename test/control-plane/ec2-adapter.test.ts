@@ -1,0 +1,152 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { classifyEc2Code, Ec2ApiError, toEc2ApiError } from '../../shared/ec2/errors.js';
+import { Semaphore } from '../../shared/ec2/semaphore.js';
+import { Harness } from './support/harness.js';
+
+describe('Function: classifyEc2Code', () => {
+  it.each([
+    ['RequestLimitExceeded', undefined, 'throttling'],
+    ['Throttling', undefined, 'throttling'],
+    ['InternalError', 500, 'unavailable'],
+    ['SomethingNew', 503, 'unavailable'],
+    ['InvalidNetworkInterfaceID.NotFound', 400, 'not-found-yet'],
+    ['IncorrectInstanceState', 400, 'not-found-yet'],
+    ['InsufficientFreeAddressesInSubnet', 400, 'limit'],
+    ['AttachmentLimitExceeded', 400, 'limit'],
+    ['PrivateIpAddressLimitExceeded', 400, 'limit'],
+    ['InvalidSubnetID.NotFound', 400, 'fatal'],
+    ['UnauthorizedOperation', 403, 'fatal'],
+    ['IdempotentParameterMismatch', 400, 'fatal'],
+  ])('classifies %s (HTTP %s) as %s', (code, status, kind) => {
+    expect(classifyEc2Code(code, status)).toBe(kind);
+  });
+
+  it('wraps SDK errors keeping code and cause, and treats an unanswered request as unavailable', () => {
+    const sdk = Object.assign(new Error('no such ENI'), {
+      name: 'InvalidNetworkInterfaceID.NotFound',
+      $metadata: { httpStatusCode: 400 },
+    });
+    const wrapped = toEc2ApiError('AttachNetworkInterface', sdk);
+    expect(wrapped).toBeInstanceOf(Ec2ApiError);
+    expect(wrapped).toMatchObject({ action: 'AttachNetworkInterface', code: sdk.name, kind: 'not-found-yet' });
+    expect(wrapped.cause).toBe(sdk);
+    expect(wrapped.retryable).toBe(true);
+    expect(wrapped.message).toMatch(/^failed to call EC2 AttachNetworkInterface: /);
+    const refused = toEc2ApiError(
+      'DescribeSubnets',
+      Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }),
+    );
+    expect(refused.kind).toBe('unavailable');
+  });
+});
+
+describe('Class: Semaphore', () => {
+  it('never runs more than its limit at once and runs everything', async () => {
+    const sem = new Semaphore(3);
+    let active = 0;
+    let peak = 0;
+    const done = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        sem.run(async () => {
+          active += 1;
+          peak = Math.max(peak, active);
+          await new Promise((r) => setTimeout(r, (i % 4) + 1));
+          active -= 1;
+          return i;
+        }),
+      ),
+    );
+    expect(done).toEqual(Array.from({ length: 20 }, (_, i) => i));
+    expect(peak).toBe(3);
+    expect(sem.inUse).toBe(0);
+  });
+
+  it('releases its slot when a task throws', async () => {
+    const sem = new Semaphore(1);
+    await expect(sem.run(() => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    await expect(sem.run(async () => 'next')).resolves.toBe('next');
+  });
+});
+
+describe('Class: SdkEc2 (through the real SDK client against the EC2 simulator)', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await Harness.start();
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+
+  it('caps concurrent mutating calls at the configured limit, lets describes through, and counts by action', async () => {
+    const { SdkEc2 } = await import('../../shared/ec2/sdk-ec2.js');
+    const { Metrics } = await import('../../shared/metrics.js');
+    const { silentLogger } = await import('../../shared/log.js');
+    const metrics = new Metrics(silentLogger, 'test');
+    const ec2 = new SdkEc2({ client: h.ec2.client, maxConcurrentMutations: 2, metrics });
+    h.sim.admin.addLatency('CreateNetworkInterface', 30);
+    let inFlight = 0;
+    let peak = 0;
+    const track = async <T>(p: () => Promise<T>): Promise<T> => {
+      inFlight += 1;
+      peak = Math.max(peak, inFlight);
+      try {
+        return await p();
+      } finally {
+        inFlight -= 1;
+      }
+    };
+    // The middleware sees requests actually sent, i.e. after the adapter's cap.
+    h.ec2.client.middlewareStack.add(
+      (next, context) => async (args) =>
+        context.commandName === 'CreateNetworkInterfaceCommand' ? track(() => next(args)) : next(args),
+      { step: 'initialize', name: 'peakTracker' },
+    );
+    const creates = Array.from({ length: 6 }, (_, i) =>
+      ec2.createNetworkInterface({
+        subnetId: h.subnetId,
+        securityGroupIds: [],
+        ipCount: 1,
+        prefixCount: 0,
+        tags: { k: String(i) },
+        clientToken: `cap-${i}`,
+      }),
+    );
+    const describes = Array.from({ length: 4 }, () => ec2.describeSubnets({ subnetIds: [h.subnetId] }));
+    const [made] = await Promise.all([Promise.all(creates), Promise.all(describes)]);
+    h.ec2.client.middlewareStack.remove('peakTracker');
+    h.sim.admin.addLatency('CreateNetworkInterface', 0);
+
+    expect(new Set(made.map((e) => e.eniId)).size).toBe(6);
+    expect(peak).toBe(2);
+    expect(metrics.totalsBy('Ec2Calls', 'Action')).toEqual({ CreateNetworkInterface: 6, DescribeSubnets: 4 });
+  });
+
+  it('counts errors by kind and throws classified errors', async () => {
+    h.sim.admin.failNext({ action: 'DeleteNetworkInterface', code: 'InvalidNetworkInterfaceID.NotFound' });
+    await expect(h.ec2.deleteNetworkInterface('eni-0123456789abcdef0')).rejects.toMatchObject({
+      kind: 'not-found-yet',
+      action: 'DeleteNetworkInterface',
+    });
+    expect(h.metrics.total('Ec2Errors', { Action: 'DeleteNetworkInterface', Kind: 'not-found-yet' })).toBe(1);
+  });
+
+  it('reads instance limits once per type and keeps them for the container', async () => {
+    h.metrics.resetTotals();
+    const [a, b] = await Promise.all([
+      h.ec2.describeInstanceLimits('c5.4xlarge'),
+      h.ec2.describeInstanceLimits('c5.4xlarge'),
+    ]);
+    await h.ec2.describeInstanceLimits('c5.4xlarge');
+    expect(a).toEqual(b);
+    expect(a).toMatchObject({ instanceType: 'c5.4xlarge', maxEnis: 8, ipv4PerEni: 30, defaultNetworkCardIndex: 0 });
+    expect(h.metrics.total('Ec2Calls', { Action: 'DescribeInstanceTypes' })).toBe(1);
+  });
+
+  it('retries throttling inside the SDK (adaptive mode) and succeeds', async () => {
+    h.metrics.resetTotals();
+    h.sim.admin.failNext({ action: 'DescribeSubnets', code: 'RequestLimitExceeded', count: 1 });
+    const subnets = await h.ec2.describeSubnets({ subnetIds: [h.subnetId] });
+    expect(subnets.map((s) => s.subnetId)).toEqual([h.subnetId]);
+    expect(h.metrics.total('Ec2Retries', { Action: 'DescribeSubnets' })).toBe(1);
+  });
+});
