@@ -1,5 +1,33 @@
-// Placeholder entry point so the CDK app can bundle this function before its issue lands; replaced by the
-// real handler. It fails loudly rather than pretending to work.
-export async function handler(): Promise<never> {
-  throw new Error('pool-manager: not implemented yet');
+import type { DynamoDBBatchResponse } from 'aws-lambda';
+import { systemClock } from '../../shared/clock.js';
+import { controlPlaneConfigFromEnv } from '../../shared/config/control-plane.js';
+import { createSdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
+import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
+import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
+import { createLogger } from '../../shared/log.js';
+import { Metrics } from '../../shared/metrics.js';
+import { createPoolManagerHandler, type PoolManagerEvent, type PoolManagerHandler } from '../../shared/pool/events.js';
+import type { SweepReport } from '../../shared/pool/pool-manager.js';
+
+// Built on the first invocation and kept for the container's life (SDK clients, limits cache, mutation cap).
+let poolHandler: PoolManagerHandler | undefined;
+
+function fromEnv(): PoolManagerHandler {
+  const config = controlPlaneConfigFromEnv();
+  const logger = createLogger({ level: config.logLevel, fields: { service: 'pool-manager' } });
+  const metrics = new Metrics(logger, 'pool-manager');
+  return createPoolManagerHandler({
+    config,
+    logger,
+    metrics,
+    clock: systemClock,
+    ec2: new SdkEc2({ metrics }),
+    store: new DynamoLeaseStore({ api: createSdkDynamoApi(), tableName: config.tableName }),
+  });
+}
+
+/** DynamoDB stream batches (claims and releases; partial failures by sequence number) and the schedule. */
+export async function handler(event: PoolManagerEvent): Promise<DynamoDBBatchResponse | SweepReport> {
+  poolHandler ??= fromEnv();
+  return poolHandler(event);
 }

@@ -1,5 +1,36 @@
-// Placeholder entry point so the CDK app can bundle this function before its issue lands; replaced by the
-// real handler. It fails loudly rather than pretending to work.
-export async function handler(): Promise<never> {
-  throw new Error('reconciler: not implemented yet');
+import { systemClock } from '../../shared/clock.js';
+import { controlPlaneConfigFromEnv } from '../../shared/config/control-plane.js';
+import { createSdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
+import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
+import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
+import { createLogger } from '../../shared/log.js';
+import { Metrics } from '../../shared/metrics.js';
+import { SdkReconcileEc2 } from '../../shared/reconcile/ec2.js';
+import { type ReconcileReport, type ReconcilerDeps, reconcile } from '../../shared/reconcile/reconciler.js';
+
+// Built on the first invocation and kept for the container's life.
+let deps: ReconcilerDeps | undefined;
+
+function fromEnv(): ReconcilerDeps {
+  const config = controlPlaneConfigFromEnv();
+  const logger = createLogger({ level: config.logLevel, fields: { service: 'reconciler' } });
+  const metrics = new Metrics(logger, 'reconciler');
+  return {
+    config,
+    logger,
+    metrics,
+    clock: systemClock,
+    ec2: new SdkReconcileEc2(new SdkEc2({ metrics }), metrics),
+    store: new DynamoLeaseStore({ api: createSdkDynamoApi(), tableName: config.tableName }),
+  };
+}
+
+/** The schedule's event carries nothing the pass needs: every pass looks at the whole cluster. */
+export async function handler(): Promise<ReconcileReport> {
+  deps ??= fromEnv();
+  try {
+    return await reconcile(deps);
+  } finally {
+    deps.metrics?.flush();
+  }
 }

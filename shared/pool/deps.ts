@@ -1,0 +1,32 @@
+import type { Clock } from '../clock.js';
+import type { ControlPlaneConfig } from '../config/control-plane.js';
+import type { Ec2Port } from '../ec2/port.js';
+import type { LeaseStore } from '../lease-store/port.js';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
+
+export interface PoolDeps {
+  readonly ec2: Ec2Port;
+  readonly store: LeaseStore;
+  readonly config: ControlPlaneConfig;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics?: Metrics;
+  /**
+   * A RELEASING lease older than this is an interrupted handshake (its invocation crashed or timed out) and
+   * is finished by whoever finds it. Must exceed the pool-manager's Lambda timeout (60 s), so a handshake
+   * still in flight is never finished — or worse, reverted — twice. Default 120 s.
+   */
+  readonly resumeReleasingAfterMs?: number;
+  /** How long a top-up waits inline for a new ENI's attachment before leaving it to the next run. Default 10 s. */
+  readonly attachWaitMs?: number;
+  /** Sleep between attachment polls (tests pass a fast one). */
+  readonly sleep?: (ms: number) => Promise<void>;
+}
+
+export const DEFAULT_RESUME_RELEASING_AFTER_MS = 120_000;
+export const DEFAULT_ATTACH_WAIT_MS = 10_000;
+
+export function sleepOf(deps: PoolDeps): (ms: number) => Promise<void> {
+  return deps.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+}

@@ -1,0 +1,187 @@
+import type { NodeRecord } from '../domain/node.js';
+import { isEc2Error } from '../ec2/errors.js';
+import type { Ec2Instance } from '../ec2/port.js';
+import { candidateSubnets } from '../lifecycle/subnets.js';
+import type { PoolDeps } from './deps.js';
+import { enisInProgress, leasesOf, planNewEni } from './new-eni.js';
+import { editNodeEnis, withAddresses } from './node-record.js';
+import { type AssignStep, type PoolEni, planTopUp, type TopUpPlan } from './topup-plan.js';
+
+export interface TopUpResult {
+  /** Addresses leased by Assign calls in this run. */
+  readonly leased: string[];
+  /** A new ENI is in progress on the node item (the caller advances it). */
+  readonly plannedEni: boolean;
+  readonly shortfall: number;
+}
+
+/** Reads the instance once, on demand: the fast path never needs it. */
+export type InstanceReader = () => Promise<Ec2Instance>;
+
+/**
+ * Adds `needed` addresses to a READY node: AssignPrivateIpAddresses on pod ENIs with room, else a new ENI
+ * (recorded PLANNED; `advanceNewEnis` takes it through create/attach/lease).
+ *
+ * Fast path: the node item knows its pod ENIs and their addresses, so when they have room the top-up is one
+ * Assign call and no Describe (the claim-to-claimable latency is what pods wait on). EC2 is read only when a
+ * new ENI is needed, or when an Assign hits the ENI's limit (the node item missed addresses: see below) —
+ * then the plan is redone from EC2's view.
+ *
+ * Each Assign is followed by two writes, in this order:
+ *   1. the addresses onto the node item's ENI record — the intent log: from here on the pool's adoption step
+ *      (pool-manager.ts) finds them and leases them should this run die before step 2;
+ *   2. the FREE leases (conditional puts: a concurrent adoption of the same addresses is harmless).
+ * A crash between the Assign and step 1 leaves addresses in EC2 that nothing records: the reconciler reports
+ * them as drift (address-without-lease); Assign has no idempotency token, so that window cannot be closed
+ * from this side — it is one node write wide.
+ */
+export async function topUp(
+  deps: PoolDeps,
+  node: NodeRecord,
+  readInstance: InstanceReader,
+  needed: number,
+  leaseRoom: number,
+): Promise<TopUpResult> {
+  const leased: string[] = [];
+  const fromRecord = await planFromNodeItem(deps, node, needed);
+  let plan = fromRecord;
+  if (!fromRecord || fromRecord.shortfall > 0) plan = await planFromEc2(deps, node, await readInstance(), needed);
+  try {
+    await assignAll(deps, node, plan!.assign, leaseRoom, leased);
+  } catch (err) {
+    if (!(plan === fromRecord && isEc2Error(err, 'limit'))) throw err;
+    deps.logger.warn('node item undercounts an ENI’s addresses; replanning from EC2', {
+      instanceArn: node.instanceArn,
+      err,
+    });
+    const rest = needed - leased.length;
+    plan = await planFromEc2(deps, node, await readInstance(), rest);
+    await assignAll(deps, node, plan.assign, leaseRoom, leased);
+  }
+  const next = plan!.newEnis[0];
+  const after = next ? await planNewEni(deps, node, next) : undefined;
+  const plannedEni = after !== undefined && enisInProgress(after).length > 0;
+  return { leased, plannedEni, shortfall: plan!.shortfall };
+}
+
+async function assignAll(
+  deps: PoolDeps,
+  node: NodeRecord,
+  steps: readonly AssignStep[],
+  leaseRoom: number,
+  leased: string[],
+): Promise<void> {
+  const { ec2, store, clock } = deps;
+  for (const step of steps) {
+    const got = await ec2.assignPrivateIpAddresses(step.eniId, {
+      ...(step.ipCount > 0 ? { ipCount: step.ipCount } : {}),
+      ...(step.prefixCount > 0 ? { prefixCount: step.prefixCount } : {}),
+    });
+    const recorded = await editNodeEnis(store, node.instanceArn, clock.nowMs(), (enis, current) =>
+      current.phase === 'READY'
+        ? enis.map((e) => (e.eniId === step.eniId ? withAddresses(e, got.ips, got.prefixes) : e))
+        : undefined,
+    );
+    const record = recorded?.enis.find((e) => e.eniId === step.eniId);
+    // The node is terminating (or gone): its ENIs go with the instance; lease nothing.
+    if (recorded?.phase !== 'READY' || !record) return;
+    const leases = leasesOf(recorded, record, got.ips, got.prefixes).slice(0, Math.max(0, leaseRoom - leased.length));
+    await store.putLeases(leases, clock.nowMs());
+    if (
+      !(await stillReady(
+        deps,
+        node.instanceArn,
+        leases.map((l) => l.ip),
+      ))
+    )
+      return;
+    leased.push(...leases.map((l) => l.ip));
+  }
+}
+
+/**
+ * A terminate that ran between the node write and the lease put has already removed the node's leases: the
+ * ones just written would outlive it, so take them out again through the handshake's two conditional writes
+ * (claimed meanwhile or gone already: terminate owns them).
+ */
+async function stillReady(deps: PoolDeps, instanceArn: string, ips: readonly string[]): Promise<boolean> {
+  const current = await deps.store.getNode(instanceArn);
+  if (current?.phase === 'READY') return true;
+  const nowMs = deps.clock.nowMs();
+  for (const ip of ips) {
+    try {
+      await deps.store.markReleasing(instanceArn, ip, nowMs);
+      await deps.store.deleteReleasing(instanceArn, ip);
+    } catch {
+      // Claimed, or gone with the partition.
+    }
+  }
+  return false;
+}
+
+/** The plan from the node item alone; undefined when the item lacks the limits. New ENIs are never planned. */
+async function planFromNodeItem(deps: PoolDeps, node: NodeRecord, needed: number): Promise<TopUpPlan | undefined> {
+  if (!node.limits) return undefined;
+  const enis: PoolEni[] = node.enis
+    .filter((r) => r.step === 'LEASED' && r.eniId)
+    .map((r) => ({
+      eniId: r.eniId!,
+      deviceIndex: r.deviceIndex,
+      subnetId: r.subnetId,
+      slotsUsed: r.addresses.length + r.prefixes.length,
+    }));
+  const plan = planTopUp({
+    needed,
+    limits: node.limits,
+    prefixDelegation: deps.config.prefixDelegation,
+    availabilityZone: node.availabilityZone,
+    enis,
+    interfaces: [],
+    // No subnet known: new ENIs are left out (shortfall), which sends the caller to EC2.
+    subnets: [],
+  });
+  return plan;
+}
+
+async function planFromEc2(
+  deps: PoolDeps,
+  node: NodeRecord,
+  instance: Ec2Instance,
+  needed: number,
+): Promise<TopUpPlan> {
+  const { config, ec2 } = deps;
+  const limits = node.limits ?? (await ec2.describeInstanceLimits(instance.instanceType));
+  const byId = new Map(instance.interfaces.map((i) => [i.eniId, i]));
+  const poolEnis: PoolEni[] = [];
+  for (const record of node.enis) {
+    if (record.step !== 'LEASED' || !record.eniId) continue;
+    const seen = byId.get(record.eniId);
+    if (!seen || seen.attachment?.instanceId !== instance.instanceId) continue;
+    poolEnis.push({
+      eniId: record.eniId,
+      deviceIndex: record.deviceIndex,
+      subnetId: record.subnetId,
+      slotsUsed: seen.secondaryIps.length + seen.prefixes.length,
+    });
+  }
+  const subnets = await candidateSubnets(ec2, config, instance);
+  const known = new Set(subnets.map((s) => s.subnetId));
+  const extra = [...new Set(poolEnis.map((e) => e.subnetId))].filter((id) => !known.has(id));
+  if (extra.length > 0) subnets.push(...(await ec2.describeSubnets({ subnetIds: extra })));
+  return planTopUp({
+    needed,
+    limits,
+    prefixDelegation: config.prefixDelegation,
+    availabilityZone: instance.availabilityZone,
+    enis: poolEnis,
+    interfaces: instance.interfaces.flatMap((i) =>
+      i.attachment ? [{ deviceIndex: i.attachment.deviceIndex, networkCardIndex: i.attachment.networkCardIndex }] : [],
+    ),
+    subnets: subnets.map((s) => ({
+      subnetId: s.subnetId,
+      cidr: s.cidr,
+      availabilityZone: s.availabilityZone,
+      availableIpCount: s.availableIpCount,
+    })),
+  });
+}

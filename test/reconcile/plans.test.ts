@@ -1,0 +1,249 @@
+import { describe, expect, it } from 'vitest';
+import type { Lease } from '../../shared/domain/lease.js';
+import type { NodeRecord } from '../../shared/domain/node.js';
+import type { Ec2Eni } from '../../shared/ec2/port.js';
+import { ENI_TAGS } from '../../shared/ec2/tags.js';
+import { detectDrift } from '../../shared/reconcile/drift.js';
+import { decideEniGc, decideGoneNodes, GC_MARK_TAG } from '../../shared/reconcile/gc-plan.js';
+
+const NOW = Date.UTC(2026, 0, 1, 12);
+const MIN_AGE = 600_000;
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+function eni(id: string, extra: Partial<Ec2Eni> = {}, tags: Record<string, string> = {}): Ec2Eni {
+  return {
+    eniId: id,
+    subnetId: 'subnet-1',
+    vpcId: 'vpc-1',
+    availabilityZone: 'us-east-1a',
+    mac: '02:00:00:00:00:01',
+    primaryIp: '10.0.0.5',
+    secondaryIps: [],
+    prefixes: [],
+    status: 'available',
+    securityGroupIds: [],
+    tags: {
+      [ENI_TAGS.cluster]: 'c',
+      [ENI_TAGS.instance]: 'i-00000000000000001',
+      [ENI_TAGS.createdAt]: iso(NOW - 2 * MIN_AGE),
+      ...tags,
+    },
+    ...extra,
+  };
+}
+
+function node(instanceId: string, extra: Partial<NodeRecord> = {}): NodeRecord {
+  return {
+    instanceArn: `arn:aws:ec2:us-east-1:123456789012:instance/${instanceId}`,
+    instanceId,
+    instanceType: 'm5.large',
+    availabilityZone: 'us-east-1a',
+    podSubnetIds: [],
+    phase: 'READY',
+    enis: [],
+    maxPods: 110,
+    createdAtMs: NOW - 2 * MIN_AGE,
+    updatedAtMs: NOW - 2 * MIN_AGE,
+    version: 1,
+    ...extra,
+  };
+}
+
+const gc = (enis: Ec2Eni[], nodes: NodeRecord[] = [], states: [string, string][] = []) =>
+  decideEniGc({
+    nowMs: NOW,
+    minEniAgeMs: MIN_AGE,
+    minMarkAgeMs: 60_000,
+    enis,
+    nodes,
+    instanceStates: new Map(states),
+  }).map((d) => [d.eniId, d.action]);
+
+describe('decideEniGc', () => {
+  it('marks on the first pass and deletes on a later one', () => {
+    expect(gc([eni('eni-a')])).toEqual([['eni-a', 'mark']]);
+    expect(gc([eni('eni-a', {}, { [GC_MARK_TAG]: iso(NOW - 1_000) })])).toEqual([['eni-a', 'keep']]);
+    expect(gc([eni('eni-a', {}, { [GC_MARK_TAG]: iso(NOW - 60_000) })])).toEqual([['eni-a', 'delete']]);
+  });
+
+  it('never touches an ENI that is attaching or in use, and drops its mark', () => {
+    const attachment = {
+      attachmentId: 'eni-attach-1',
+      instanceId: 'i-00000000000000001',
+      deviceIndex: 1,
+      networkCardIndex: 0,
+      status: 'attaching' as const,
+      deleteOnTermination: false,
+    };
+    expect(gc([eni('eni-a', { status: 'in-use', attachment })])).toEqual([['eni-a', 'keep']]);
+    expect(gc([eni('eni-b', { status: 'attaching' }, { [GC_MARK_TAG]: iso(NOW - 3_600_000) })])).toEqual([
+      ['eni-b', 'unmark'],
+    ]);
+  });
+
+  it('never touches an ENI younger than the minimum age', () => {
+    expect(gc([eni('eni-a', {}, { [ENI_TAGS.createdAt]: iso(NOW - MIN_AGE + 1) })])).toEqual([['eni-a', 'keep']]);
+  });
+
+  it('counts the minimum age from the mark when the created-at tag is missing', () => {
+    const untagged = (mark: number) => {
+      const e = eni('eni-a', {}, { [GC_MARK_TAG]: iso(mark) });
+      const { [ENI_TAGS.createdAt]: _, ...tags } = e.tags;
+      return { ...e, tags };
+    };
+    expect(gc([untagged(NOW - 120_000)])).toEqual([['eni-a', 'keep']]);
+    expect(gc([untagged(NOW - MIN_AGE)])).toEqual([['eni-a', 'delete']]);
+  });
+
+  it('spares the ENIs of a launch in progress, but not of one stalled past the minimum age', () => {
+    const running: [string, string][] = [['i-00000000000000001', 'running']];
+    expect(
+      gc([eni('eni-a')], [node('i-00000000000000001', { phase: 'PROVISIONING', updatedAtMs: NOW - 1_000 })], running),
+    ).toEqual([['eni-a', 'keep']]);
+    expect(gc([eni('eni-a')], [node('i-00000000000000001', { phase: 'PROVISIONING' })], running)).toEqual([
+      ['eni-a', 'mark'],
+    ]);
+  });
+
+  it('reports instead of deleting an ENI a live node records as attached', () => {
+    const n = node('i-00000000000000001', {
+      enis: [
+        {
+          deviceIndex: 1,
+          networkCardIndex: 0,
+          subnetId: 'subnet-1',
+          clientToken: 't',
+          step: 'LEASED',
+          eniId: 'eni-a',
+          addresses: [],
+          prefixes: [],
+        },
+      ],
+    });
+    expect(gc([eni('eni-a')], [n], [['i-00000000000000001', 'running']])).toEqual([['eni-a', 'keep']]);
+    expect(gc([eni('eni-a')], [n], [['i-00000000000000001', 'terminated']])).toEqual([['eni-a', 'mark']]);
+  });
+});
+
+describe('decideGoneNodes', () => {
+  it('removes nodes of terminated or unknown instances once past the minimum age', () => {
+    const nodes = [
+      node('i-00000000000000001'),
+      node('i-00000000000000002'),
+      node('i-00000000000000003'),
+      node('i-00000000000000004', { createdAtMs: NOW - 1_000 }),
+      node('i-00000000000000005', { phase: 'DRAINING', updatedAtMs: NOW - 1_000 }),
+    ];
+    const states = new Map([
+      ['i-00000000000000001', 'running'],
+      ['i-00000000000000002', 'terminated'],
+      ['i-00000000000000005', 'terminated'],
+    ]);
+    const gone = decideGoneNodes({ nowMs: NOW, minAgeMs: MIN_AGE, nodes, instanceStates: states });
+    expect(gone.map((n) => n.instanceId)).toEqual(['i-00000000000000002', 'i-00000000000000003']);
+  });
+});
+
+describe('detectDrift', () => {
+  const instanceId = 'i-00000000000000001';
+  const n = node(instanceId, {
+    enis: [
+      {
+        deviceIndex: 1,
+        networkCardIndex: 0,
+        subnetId: 'subnet-1',
+        clientToken: 't',
+        step: 'LEASED',
+        eniId: 'eni-a',
+        addresses: [],
+        prefixes: [],
+      },
+    ],
+  });
+  const attached = (id: string, secondaryIps: string[], tags: Record<string, string> = {}) =>
+    eni(
+      id,
+      {
+        status: 'in-use',
+        secondaryIps,
+        attachment: {
+          attachmentId: `${id}-att`,
+          instanceId,
+          deviceIndex: 1,
+          networkCardIndex: 0,
+          status: 'attached',
+          deleteOnTermination: true,
+        },
+      },
+      tags,
+    );
+  const lease = (ip: string, state: Lease['state'] = 'FREE', createdAtMs = NOW - 3_600_000): Lease => ({
+    instanceArn: n.instanceArn,
+    ip,
+    state,
+    eniId: 'eni-a',
+    deviceIndex: 1,
+    mac: '02:00:00:00:00:01',
+    subnetId: 'subnet-1',
+    subnetCidr: '10.0.0.0/16',
+    gateway: '10.0.0.1',
+    createdAtMs,
+    version: 1,
+  });
+
+  it('finds leases without addresses, addresses without leases, and ENIs without nodes', () => {
+    const drift = detectDrift({
+      nowMs: NOW,
+      graceMs: 60_000,
+      nodes: [n],
+      leasesByNode: new Map([
+        [
+          n.instanceArn,
+          [
+            lease('10.0.0.10'),
+            lease('10.0.0.11'),
+            lease('10.0.0.12', 'RELEASING'),
+            lease('10.0.0.13', 'FREE', NOW - 1_000),
+          ],
+        ],
+      ]),
+      enis: [
+        attached('eni-a', ['10.0.0.10', '10.0.0.20']),
+        {
+          ...attached('eni-x', ['10.0.0.30'], { [ENI_TAGS.instance]: 'i-00000000000000009' }),
+          attachment: {
+            attachmentId: 'x',
+            instanceId: 'i-00000000000000009',
+            deviceIndex: 1,
+            networkCardIndex: 0,
+            status: 'attached',
+            deleteOnTermination: true,
+          },
+        },
+      ],
+      instanceStates: new Map([
+        [instanceId, 'running'],
+        ['i-00000000000000009', 'running'],
+      ]),
+    });
+    expect(drift.map((d) => [d.kind, d.address ?? d.eniId]).sort()).toEqual(
+      [
+        ['address-without-lease', '10.0.0.20'],
+        ['eni-without-node', 'eni-x'],
+        ['lease-without-address', '10.0.0.11'],
+      ].sort(),
+    );
+  });
+
+  it('finds a recorded ENI that EC2 shows detached', () => {
+    const drift = detectDrift({
+      nowMs: NOW,
+      graceMs: 60_000,
+      nodes: [n],
+      leasesByNode: new Map(),
+      enis: [eni('eni-a')],
+      instanceStates: new Map([[instanceId, 'running']]),
+    });
+    expect(drift).toEqual([{ kind: 'eni-detached', instanceId, eniId: 'eni-a' }]);
+  });
+});

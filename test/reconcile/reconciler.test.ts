@@ -1,0 +1,253 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { instanceArn } from '../../shared/domain/arn.js';
+import type { NodeRecord } from '../../shared/domain/node.js';
+import { eniClientToken, podEniTags } from '../../shared/ec2/tags.js';
+import { manageNodePool } from '../../shared/pool/pool-manager.js';
+import { SdkReconcileEc2 } from '../../shared/reconcile/ec2.js';
+import { GC_MARK_TAG } from '../../shared/reconcile/gc-plan.js';
+import { type ReconcilerDeps, reconcile } from '../../shared/reconcile/reconciler.js';
+import {
+  ACCOUNT,
+  claimOne,
+  invariantViolations,
+  type PoolEnv,
+  REGION,
+  readyNode,
+  startPoolEnv,
+} from '../pool/support.js';
+
+let env: PoolEnv | undefined;
+
+afterEach(async () => {
+  await env?.close();
+  env = undefined;
+});
+
+const MIN_AGE_MS = 600_000;
+const MARK_AGE_MS = 60_000;
+
+function deps(e: PoolEnv): ReconcilerDeps {
+  return {
+    ec2: new SdkReconcileEc2(e.ec2, e.metrics),
+    store: e.store,
+    config: e.config,
+    clock: e.clock,
+    logger: e.logger,
+    metrics: e.metrics,
+    minMarkAgeMs: MARK_AGE_MS,
+  };
+}
+
+/** An ENI as the lifecycle creates it (tags, ClientToken) — and then never attaches: a leak once old. */
+async function createdEni(e: PoolEnv, instanceId: string, deviceIndex: number, createdAtMs: number): Promise<string> {
+  const request = { subnetId: e.subnetId, ipCount: 2, prefixCount: 0 };
+  const eni = await e.ec2.createNetworkInterface({
+    ...request,
+    securityGroupIds: [],
+    tags: podEniTags(e.config.clusterName, instanceId, deviceIndex, createdAtMs),
+    clientToken: eniClientToken(instanceId, deviceIndex, request),
+  });
+  return eni.eniId;
+}
+
+async function eniIds(e: PoolEnv): Promise<Map<string, Record<string, string>>> {
+  const enis = await e.ec2.describeNetworkInterfaces({ tags: { 'vpc-lease:cluster': e.config.clusterName } });
+  return new Map(enis.map((x) => [x.eniId, x.tags]));
+}
+
+describe('Reconciler: leaked ENIs', () => {
+  it('deletes a leaked ENI after two passes, and never a young, an attaching or an in-progress one', async () => {
+    env = await startPoolEnv();
+    const t0 = env.clock.nowMs();
+    const a = await readyNode(env);
+    const leaked = await createdEni(env, a.instanceId, 5, t0);
+    // Node B: a launch in progress (its node item written a moment ago), one ENI created and not attached yet.
+    const b = env.sim.api.launchInstance({ instanceType: 'm5.large', subnetId: env.subnetId });
+    const inProgress = await createdEni(env, b.instanceId, 1, t0);
+    env.clock.advance(MIN_AGE_MS + 1);
+    const nodeB: NodeRecord = {
+      instanceArn: instanceArn(REGION, ACCOUNT, b.instanceId),
+      instanceId: b.instanceId,
+      instanceType: 'm5.large',
+      availabilityZone: b.availabilityZone,
+      podSubnetIds: [env.subnetId],
+      phase: 'PROVISIONING',
+      enis: [],
+      maxPods: 110,
+      createdAtMs: t0,
+      updatedAtMs: env.clock.nowMs(),
+      version: 1,
+    };
+    await env.store.createNode(nodeB);
+    const fresh = await createdEni(env, a.instanceId, 6, env.clock.nowMs());
+    // An old ENI whose attachment is under way right now (EC2 reports it in use, attaching).
+    const attaching = await createdEni(env, a.instanceId, 2, t0);
+    env.sim.admin.pauseAttachments();
+    const attachmentId = await env.ec2.attachNetworkInterface({
+      eniId: attaching,
+      instanceId: a.instanceId,
+      deviceIndex: 2,
+      networkCardIndex: 0,
+    });
+
+    const first = await reconcile(deps(env));
+
+    expect(first.marked).toEqual([leaked]);
+    expect(first.deleted).toEqual([]);
+    expect((await eniIds(env)).get(leaked)?.[GC_MARK_TAG]).toBe(new Date(env.clock.nowMs()).toISOString());
+
+    // A second look right away is not a second pass: the mark must age first.
+    env.clock.advance(MARK_AGE_MS - 1);
+    expect((await reconcile(deps(env))).deleted).toEqual([]);
+    env.clock.advance(1);
+    const third = await reconcile(deps(env));
+
+    expect(third.deleted).toEqual([leaked]);
+    const left = await eniIds(env);
+    expect(left.has(leaked)).toBe(false);
+    for (const kept of [fresh, attaching, inProgress]) {
+      expect(left.has(kept)).toBe(true);
+      expect(left.get(kept)?.[GC_MARK_TAG]).toBeUndefined();
+    }
+    expect(env.metrics.total('ReconcilerEnisDeleted')).toBe(1);
+
+    // Let the attach finish as its launch would (DeleteOnTermination, recorded on the node), then check.
+    env.sim.admin.resumeAttachments();
+    await env.ec2.setDeleteOnTermination(attaching, attachmentId, true);
+    const nodeA = (await env.store.getNode(a.instanceArn))!;
+    await env.store.updateNode(
+      {
+        ...nodeA,
+        enis: [
+          ...nodeA.enis,
+          {
+            deviceIndex: 2,
+            networkCardIndex: 0,
+            subnetId: env.subnetId,
+            clientToken: 'x',
+            step: 'LEASED',
+            eniId: attaching,
+            attachmentId,
+            addresses: [],
+            prefixes: [],
+          },
+        ],
+      },
+      nodeA.version,
+    );
+    await env.ec2.unassignPrivateIpAddresses(attaching, {
+      ips: (await env.ec2.describeNetworkInterfaces({ eniIds: [attaching] }))[0]!.secondaryIps,
+    });
+
+    // Once old enough, the ENI that was fresh goes the same way, and so does the stalled launch's.
+    env.clock.advance(MIN_AGE_MS);
+    expect([...(await reconcile(deps(env))).marked].sort()).toEqual([fresh, inProgress].sort());
+    env.clock.advance(MARK_AGE_MS);
+    expect([...(await reconcile(deps(env))).deleted].sort()).toEqual([fresh, inProgress].sort());
+    expect((await eniIds(env)).has(attaching)).toBe(true);
+    expect(await invariantViolations(env, MIN_AGE_MS)).toBe('');
+  });
+
+  it('unmarks an ENI that was attached between the two passes instead of deleting it', async () => {
+    env = await startPoolEnv();
+    const t0 = env.clock.nowMs();
+    const a = await readyNode(env);
+    const late = await createdEni(env, a.instanceId, 2, t0);
+    env.clock.advance(MIN_AGE_MS + 1);
+    expect((await reconcile(deps(env))).marked).toEqual([late]);
+
+    await env.ec2.attachNetworkInterface({
+      eniId: late,
+      instanceId: a.instanceId,
+      deviceIndex: 2,
+      networkCardIndex: 0,
+    });
+    env.clock.advance(MARK_AGE_MS);
+    const second = await reconcile(deps(env));
+
+    expect(second.deleted).toEqual([]);
+    expect(second.unmarked).toEqual([late]);
+    expect((await eniIds(env)).get(late)?.[GC_MARK_TAG]).toBeUndefined();
+  });
+});
+
+describe('Reconciler: gone instances', () => {
+  it('removes the leases and node item of a terminated instance, but not of one just launched', async () => {
+    env = await startPoolEnv();
+    const old = await readyNode(env);
+    const running = await readyNode(env);
+    env.clock.advance(MIN_AGE_MS);
+    const young = await readyNode(env);
+    env.sim.api.terminateInstance(old.instanceId);
+    env.sim.api.terminateInstance(young.instanceId);
+    await new Promise((resolve) => setTimeout(resolve, 20)); // the simulator's shutdown timer (scaled to 0)
+
+    const report = await reconcile(deps(env));
+
+    expect(report.partitionsRemoved).toEqual([old.instanceArn]);
+    expect(await env.store.getNode(old.instanceArn)).toBeUndefined();
+    expect(await env.store.listLeases(old.instanceArn)).toEqual([]);
+    expect(await env.store.getNode(young.instanceArn)).toBeDefined();
+    env.clock.advance(MIN_AGE_MS);
+    expect((await reconcile(deps(env))).partitionsRemoved).toEqual([young.instanceArn]);
+    // An instance EC2 reports running keeps its node, however old.
+    expect((await env.store.getNode(running.instanceArn))?.phase).toBe('READY');
+    expect(await env.store.listLeases(running.instanceArn)).toHaveLength(6);
+    expect(await invariantViolations(env)).toBe('');
+  });
+});
+
+describe('Reconciler: drift', () => {
+  it('logs and counts a lease without address and an address without lease', async () => {
+    env = await startPoolEnv();
+    const a = await readyNode(env);
+    const eniId = a.node.enis[0]!.eniId!;
+    const victim = a.node.enis[0]!.addresses[0]!;
+    await env.ec2.unassignPrivateIpAddresses(eniId, { ips: [victim] });
+    const extra = await env.ec2.assignPrivateIpAddresses(eniId, { ipCount: 1 });
+    env.clock.advance(120_000);
+
+    const report = await reconcile(deps(env));
+
+    expect(report.drift.map((d) => [d.kind, d.address]).sort()).toEqual(
+      [
+        ['address-without-lease', extra.ips[0]],
+        ['lease-without-address', victim],
+      ].sort(),
+    );
+    expect(env.metrics.total('DriftLeaseWithoutAddress')).toBe(1);
+    expect(env.metrics.total('DriftAddressWithoutLease')).toBe(1);
+    expect(env.metrics.total('DriftEniWithoutNode')).toBe(0);
+    expect(env.logs.filter((l) => l.includes('drift between EC2 and the lease table'))).toHaveLength(2);
+    // The same disagreement the invariant checker flags.
+    expect(await invariantViolations(env)).toMatch(/invariant 2: lease .* is not assigned/);
+  });
+});
+
+describe('Reconciler and pool-manager together', () => {
+  it('collects a pool ENI stuck unattached; the pool forgets it and adds a fresh one', async () => {
+    env = await startPoolEnv();
+    const { instanceArn, instanceId } = await readyNode(env, { enis: [{ ipCount: 9 }] });
+    for (let i = 0; i < 8; i++) await claimOne(env, instanceArn);
+    env.sim.admin.failNext({ action: 'AttachNetworkInterface', code: 'InternalError', count: 1000 });
+    await expect(manageNodePool(env.deps(), instanceArn)).rejects.toThrow(/InternalError/);
+    const stuck = (await env.store.getNode(instanceArn))!.enis[1]!;
+    expect(stuck.step).toBe('CREATED');
+
+    env.clock.advance(MIN_AGE_MS);
+    expect((await reconcile(deps(env))).marked).toEqual([stuck.eniId]);
+    env.clock.advance(MARK_AGE_MS);
+    expect((await reconcile(deps(env))).deleted).toEqual([stuck.eniId]);
+    env.sim.admin.clearFaults();
+
+    await manageNodePool(env.deps(), instanceArn); // finds it gone: drops the record
+    expect((await env.store.getNode(instanceArn))!.enis.map((e) => e.step)).toEqual(['LEASED']);
+    await manageNodePool(env.deps(), instanceArn); // plans and builds a fresh one (new ClientToken)
+    const node = (await env.store.getNode(instanceArn))!;
+    expect(node.enis.map((e) => e.step)).toEqual(['LEASED', 'LEASED']);
+    expect(node.enis[1]!.eniId).not.toBe(stuck.eniId);
+    const enis = await env.ec2.describeNetworkInterfaces({ tags: { 'vpc-lease:instance-id': instanceId } });
+    expect(enis.map((e) => e.eniId).sort()).toEqual(node.enis.map((e) => e.eniId!).sort());
+    expect(await invariantViolations(env)).toBe('');
+  });
+});
