@@ -1,0 +1,161 @@
+import { spawn } from 'node:child_process';
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { LocalCloud } from '../cloud.js';
+import type { HostNet } from './host-net.js';
+import type { Pod, PodCall, PodDriver } from './pods.js';
+
+/**
+ * Pods through the real CNI binary, run exactly as a container runtime runs it: one process per call, CNI_* in
+ * the environment, the network configuration on stdin, a real network namespace per pod. Each simulated node
+ * has its own IMDS endpoint (the plugin reads its identity and credentials there, as on EC2) and its own data
+ * directory (journal and identity cache); the host interfaces of all nodes share this host's namespace, which
+ * is fine because the plugin finds an ENI's interface by its unique MAC.
+ */
+export interface CniPodsOptions {
+  readonly binary: string;
+  readonly cloud: LocalCloud;
+  readonly hostNet: HostNet;
+  readonly tableName: string;
+  /** Where per-node data directories and logs go (under .local/). */
+  readonly workDir: string;
+  readonly reuseWaitMs: number;
+}
+
+interface NodeContext {
+  readonly imdsEndpoint: string;
+  readonly dataDir: string;
+  readonly logFile: string;
+  readonly eniIds: Set<string>;
+}
+
+interface RunResult {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly latencyMs: number;
+}
+
+export class CniPods implements PodDriver {
+  readonly kind = 'cni';
+  private readonly nodes = new Map<string, NodeContext>();
+
+  constructor(private readonly options: CniPodsOptions) {}
+
+  private async node(instanceId: string): Promise<NodeContext> {
+    let ctx = this.nodes.get(instanceId);
+    if (!ctx) {
+      const dir = join(this.options.workDir, instanceId);
+      mkdirSync(dir, { recursive: true });
+      ctx = {
+        imdsEndpoint: await this.options.cloud.imds.endpointFor(instanceId),
+        dataDir: join(dir, 'data'),
+        logFile: join(dir, 'cni.log'),
+        eniIds: new Set(),
+      };
+      this.nodes.set(instanceId, ctx);
+    }
+    return ctx;
+  }
+
+  async prepareNode(instanceId: string): Promise<void> {
+    const ctx = await this.node(instanceId);
+    for (const eni of this.options.cloud.ec2.api.instanceInterfaces(instanceId)) {
+      // The boot ENI (device index 0) is never used for pods; an interface appears on the host once attached.
+      if (eni.deviceIndex === 0 || eni.attachmentState !== 'attached') continue;
+      await this.options.hostNet.ensureEniLink(eni.eniId, eni.mac);
+      ctx.eniIds.add(eni.eniId);
+    }
+  }
+
+  async add(pod: Pod): Promise<PodCall> {
+    if (!pod.netns) pod.netns = await this.options.hostNet.addNetns();
+    const out = await this.call('ADD', pod);
+    if (out.code !== 0) return { ok: false, latencyMs: out.latencyMs, error: errorOf(out.stdout) };
+    const result = JSON.parse(out.stdout) as { ips?: { address?: string }[] };
+    const ip = result.ips?.[0]?.address?.split('/')[0];
+    return { ok: ip !== undefined, latencyMs: out.latencyMs, ...(ip ? { ip } : { error: 'no address in result' }) };
+  }
+
+  async del(pod: Pod): Promise<PodCall> {
+    const out = await this.call('DEL', pod);
+    await this.options.hostNet.removeNetns(pod.netns);
+    return out.code === 0
+      ? { ok: true, latencyMs: out.latencyMs }
+      : { ok: false, latencyMs: out.latencyMs, error: errorOf(out.stdout) };
+  }
+
+  async podAddress(pod: Pod): Promise<string | undefined> {
+    const addresses = await this.options.hostNet.podAddresses(pod.netns, pod.ifName);
+    return addresses[0];
+  }
+
+  async forgetNode(instanceId: string): Promise<void> {
+    const ctx = this.nodes.get(instanceId);
+    if (!ctx) return;
+    for (const eniId of ctx.eniIds) await this.options.hostNet.removeEniLink(eniId);
+    this.nodes.delete(instanceId);
+  }
+
+  async close(): Promise<void> {
+    for (const id of [...this.nodes.keys()]) await this.forgetNode(id);
+  }
+
+  /** Removes the per-node directories (journals, identity caches, logs) of a previous run. */
+  static resetWorkDir(workDir: string): void {
+    rmSync(workDir, { recursive: true, force: true });
+    mkdirSync(workDir, { recursive: true });
+  }
+
+  private async call(command: 'ADD' | 'DEL', pod: Pod): Promise<RunResult> {
+    const ctx = await this.node(pod.instanceId);
+    const env: Record<string, string> = {
+      PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: pod.containerId,
+      CNI_NETNS: pod.netns,
+      CNI_IFNAME: pod.ifName,
+      CNI_PATH: '/opt/cni/bin',
+      CNI_ARGS: `K8S_POD_NAMESPACE=default;K8S_POD_NAME=${pod.name}`,
+      // This kernel has no ipvlan: macvlan stands in for the pod link kind (test-only switch, refused without
+      // VPC_LEASE_TEST_MODE), everything else is the production path.
+      ...(this.options.hostNet.linkKind === 'macvlan'
+        ? { VPC_LEASE_TEST_MODE: '1', VPC_LEASE_TEST_LINK_KIND: 'macvlan' }
+        : {}),
+    };
+    const netconf = {
+      cniVersion: '1.1.0',
+      name: 'vpc-lease',
+      type: 'vpc-lease-cni',
+      tableName: this.options.tableName,
+      dynamoEndpoint: this.options.cloud.endpoints.dynamodb,
+      imdsEndpoint: ctx.imdsEndpoint,
+      dataDir: ctx.dataDir,
+      logFile: ctx.logFile,
+      reuseWaitMs: this.options.reuseWaitMs,
+    };
+    return this.options.hostNet.track(() => runPlugin(this.options.binary, env, JSON.stringify(netconf)));
+  }
+}
+
+function errorOf(stdout: string): string {
+  try {
+    const e = JSON.parse(stdout) as { code?: number; msg?: string; details?: string };
+    return `CNI error ${e.code}: ${e.msg ?? ''}${e.details ? ` (${e.details})` : ''}`;
+  } catch {
+    return stdout.trim() || 'plugin failed without output';
+  }
+}
+
+function runPlugin(file: string, env: Record<string, string>, stdin: string): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    const start = performance.now();
+    const child = spawn(file, [], { env, stdio: ['pipe', 'pipe', 'ignore'] });
+    const out: Buffer[] = [];
+    child.stdout.on('data', (c: Buffer) => out.push(c));
+    child.on('error', reject);
+    child.on('close', (code) =>
+      resolve({ code, stdout: Buffer.concat(out).toString('utf8'), latencyMs: performance.now() - start }),
+    );
+    child.stdin.end(stdin);
+  });
+}

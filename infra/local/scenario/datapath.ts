@@ -1,0 +1,65 @@
+import { join } from 'node:path';
+import type { LeaseStore } from '../../../shared/lease-store/port.js';
+import type { LocalCloud } from '../cloud.js';
+import { CniPods } from './cni-pods.js';
+import { type HostNet, probeHostNet } from './host-net.js';
+import { LeaseStorePods, type PodDriver } from './pods.js';
+
+export interface DatapathChoice {
+  readonly driver: PodDriver;
+  /** Why the CNI datapath does not run; null when it does. */
+  readonly reason: string | null;
+}
+
+export interface DatapathInput {
+  readonly cloud: LocalCloud;
+  readonly hostNet: HostNet;
+  readonly store: LeaseStore;
+  readonly tableName: string;
+  readonly localDir: string;
+  readonly reuseWaitMs: number;
+  readonly controlPlaneOnly: boolean;
+  readonly say: (line: string) => void;
+}
+
+/**
+ * The real plugin in real namespaces when this process may make them and the binary builds; otherwise the
+ * control plane alone, saying why. The binary is built into the local folder (a fresh clone has no dist/).
+ */
+export async function chooseDatapath(input: DatapathInput): Promise<DatapathChoice> {
+  const { cloud, hostNet, store, say } = input;
+  let reason: string | null = null;
+  const capability = probeHostNet();
+  if (input.controlPlaneOnly) reason = 'asked for --control-plane-only';
+  else if (!capability.ok) reason = capability.reason ?? 'no network namespaces';
+  let binary: string | undefined;
+  if (!reason) {
+    try {
+      const { buildCni } = await import('../../../scripts/build.js');
+      binary = await buildCni(join(input.localDir, 'cni'));
+    } catch (err) {
+      reason = `the CNI binary did not build: ${(err as Error).message}`;
+    }
+  }
+  if (!binary || reason) {
+    say(`pods: control plane only — ${reason}; pods claim and release leases on the store, no datapath`);
+    return { driver: new LeaseStorePods(store, cloud.region, cloud.accountId, input.reuseWaitMs), reason };
+  }
+  hostNet.startReaper(input.localDir);
+  await hostNet.detectLinkKind();
+  const workDir = join(input.localDir, 'nodes');
+  CniPods.resetWorkDir(workDir);
+  const stand = hostNet.linkKind === 'macvlan' ? ' (standing in for ipvlan, which this kernel does not have)' : '';
+  say(`pods: real CNI binary ${binary} in network namespaces; pod links are ${hostNet.linkKind}${stand}`);
+  return {
+    driver: new CniPods({
+      binary,
+      cloud,
+      hostNet,
+      tableName: input.tableName,
+      workDir,
+      reuseWaitMs: input.reuseWaitMs,
+    }),
+    reason: null,
+  };
+}

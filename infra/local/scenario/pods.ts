@@ -1,0 +1,94 @@
+import { instanceArn } from '../../../shared/domain/arn.js';
+import type { LeaseStore } from '../../../shared/lease-store/port.js';
+
+/**
+ * How the scenario starts and stops pods. Two drivers: the real CNI binary in real namespaces (root), and —
+ * without root — the same claim and release calls the plugin makes on the lease store, with no datapath.
+ */
+export interface Pod {
+  readonly name: string;
+  readonly containerId: string;
+  readonly instanceId: string;
+  ifName: string;
+  netns: string;
+  ip: string;
+}
+
+export interface PodCall {
+  readonly ok: boolean;
+  readonly latencyMs: number;
+  readonly ip?: string;
+  readonly error?: string;
+}
+
+export interface PodDriver {
+  readonly kind: 'cni' | 'lease-store';
+  /** Makes sure every attached pod ENI of the node has what the driver needs (host interfaces). */
+  prepareNode(instanceId: string): Promise<void>;
+  add(pod: Pod): Promise<PodCall>;
+  del(pod: Pod): Promise<PodCall>;
+  /** What the pod's namespace really holds (CNI driver), to compare with its lease; undefined when unknown. */
+  podAddress(pod: Pod): Promise<string | undefined>;
+  forgetNode(instanceId: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Control plane only: the plugin's two store calls, timed, without namespaces or links. */
+export class LeaseStorePods implements PodDriver {
+  readonly kind = 'lease-store';
+
+  constructor(
+    private readonly store: LeaseStore,
+    private readonly region: string,
+    private readonly accountId: string,
+    private readonly reuseWaitMs: number,
+  ) {}
+
+  async prepareNode(): Promise<void> {}
+
+  async add(pod: Pod): Promise<PodCall> {
+    // No namespace is made: the holder records the path a runtime would have given.
+    if (!pod.netns) pod.netns = `/var/run/netns/${pod.name}`;
+    const start = performance.now();
+    try {
+      const lease = await this.store.claim(
+        instanceArn(this.region, this.accountId, pod.instanceId),
+        {
+          containerId: pod.containerId,
+          ifName: pod.ifName,
+          netns: pod.netns,
+          podNamespace: 'default',
+          podName: pod.name,
+        },
+        Date.now(),
+      );
+      return { ok: true, latencyMs: performance.now() - start, ip: lease.ip };
+    } catch (err) {
+      return { ok: false, latencyMs: performance.now() - start, error: (err as Error).message };
+    }
+  }
+
+  async del(pod: Pod): Promise<PodCall> {
+    const start = performance.now();
+    try {
+      await this.store.release(
+        instanceArn(this.region, this.accountId, pod.instanceId),
+        { containerId: pod.containerId, ifName: pod.ifName },
+        Date.now(),
+        this.reuseWaitMs,
+        pod.ip || undefined,
+      );
+      return { ok: true, latencyMs: performance.now() - start };
+    } catch (err) {
+      return { ok: false, latencyMs: performance.now() - start, error: (err as Error).message };
+    }
+  }
+
+  async podAddress(): Promise<string | undefined> {
+    return undefined;
+  }
+
+  async forgetNode(): Promise<void> {}
+
+  async close(): Promise<void> {}
+}
