@@ -12,6 +12,57 @@ export type Dimensions = Readonly<Record<string, string>>;
 
 export const METRICS_NAMESPACE = 'VpcLease';
 
+/**
+ * Every metric the control plane emits, by name: emitters and the CDK alarms (infra/construct/monitoring.ts)
+ * import these, so a rename cannot silently leave an alarm watching nothing. The dimensions each carries
+ * besides `Service` are noted; `ClusterName` is on every metric an alarm watches, so alarms of two clusters
+ * in one account and Region stay apart.
+ */
+export const METRIC_NAMES = {
+  /** `{Action}`: every EC2 call (shared/ec2/sdk-ec2.ts). */
+  ec2Calls: 'Ec2Calls',
+  /** `{Action}`: SDK retries hidden inside calls. */
+  ec2Retries: 'Ec2Retries',
+  /** `{ClusterName, Action, Kind}`: failed EC2 calls by error kind (`throttling`, …). */
+  ec2Errors: 'Ec2Errors',
+  /** `{Action}`: every Auto Scaling call. */
+  autoScalingCalls: 'AutoScalingCalls',
+  launchCompleted: 'LaunchCompleted',
+  /** `{ClusterName, Reason}`: one per ABANDON (shared/lifecycle/abandon.ts). */
+  launchAbandoned: 'LaunchAbandoned',
+  nodeGone: 'NodeGone',
+  /** `{Flow}`: events re-enqueued to wait. */
+  requeued: 'Requeued',
+  /** `{ClusterName}` for the pool metrics (shared/pool/pool-manager.ts). */
+  poolAddressesLeased: 'PoolAddressesLeased',
+  poolAddressesReleased: 'PoolAddressesReleased',
+  poolAddressesAdopted: 'PoolAddressesAdopted',
+  poolShortfall: 'PoolShortfall',
+  /** READY nodes below the low watermark after a sweep. */
+  nodesLowOnClaimableLeases: 'NodesLowOnClaimableLeases',
+  /** `{ClusterName}` for the reconciler metrics (shared/reconcile/reconciler.ts). */
+  reconcilerEnisMarked: 'ReconcilerEnisMarked',
+  reconcilerEnisDeleted: 'ReconcilerEnisDeleted',
+  reconcilerEniDeleteFailures: 'ReconcilerEniDeleteFailures',
+  reconcilerPartitionsRemoved: 'ReconcilerPartitionsRemoved',
+  reconcilerStrayLeasePartitions: 'ReconcilerStrayLeasePartitions',
+  driftLeaseWithoutAddress: 'DriftLeaseWithoutAddress',
+  driftAddressWithoutLease: 'DriftAddressWithoutLease',
+  driftEniWithoutNode: 'DriftEniWithoutNode',
+  driftEniDetached: 'DriftEniDetached',
+} as const;
+
+export type MetricName = (typeof METRIC_NAMES)[keyof typeof METRIC_NAMES];
+
+/** Dimension names the alarms filter on. */
+export const METRIC_DIMENSIONS = {
+  service: 'Service',
+  cluster: 'ClusterName',
+  action: 'Action',
+  kind: 'Kind',
+  reason: 'Reason',
+} as const;
+
 interface Entry {
   readonly name: string;
   readonly unit: MetricUnit;

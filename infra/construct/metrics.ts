@@ -1,22 +1,39 @@
-import { METRICS_NAMESPACE } from '../../shared/metrics.js';
+import { METRIC_DIMENSIONS, METRICS_NAMESPACE, METRIC_NAMES as SHARED_METRIC_NAMES } from '../../shared/metrics.js';
 
 /**
- * The custom metrics the alarms watch, as the Lambdas emit them through shared/metrics.ts (CloudWatch embedded
- * metric format: dimensions are always `Service` plus the ones the emitter adds). A metric's identity is its
- * full dimension set, so an alarm on a plain metric must name exactly those; where the emitter adds a
- * free-form dimension (a reason, an EC2 action) the alarm aggregates with a Metrics Insights query instead.
+ * The custom metrics the alarms watch, by the names the Lambdas emit them under (shared/metrics.ts — one
+ * source, so a rename reaches the alarms). CloudWatch embedded metric format: dimensions are always `Service`
+ * plus the ones the emitter adds. A metric's identity is its full dimension set, so an alarm on a plain metric
+ * must name exactly those; where the emitter adds a free-form dimension (a reason, an EC2 action) the alarm
+ * aggregates with a Metrics Insights query instead, scoped by `ClusterName` so two clusters in one account
+ * and Region never trip each other's alarms.
  */
 export const METRIC_NAMESPACE = METRICS_NAMESPACE;
 
 export const METRIC_NAMES = {
-  /** shared/lifecycle/abandon.ts: `{Service: instance-lifecycle, Reason}`, one per ABANDON. */
-  launchesAbandoned: 'LaunchAbandoned',
-  /** shared/pool/pool-manager.ts: `{Service: pool-manager, ClusterName}`, READY nodes below the low watermark. */
-  nodesLowOnLeases: 'NodesLowOnClaimableLeases',
-  /** shared/ec2/sdk-ec2.ts: `{Service, Action, Kind}`, failed EC2 calls by error kind (`throttling`, …). */
-  ec2Errors: 'Ec2Errors',
+  /** `{Service: instance-lifecycle, ClusterName, Reason}`, one per ABANDON. */
+  launchesAbandoned: SHARED_METRIC_NAMES.launchAbandoned,
+  /** `{Service: pool-manager, ClusterName}`, READY nodes below the low watermark. */
+  nodesLowOnLeases: SHARED_METRIC_NAMES.nodesLowOnClaimableLeases,
+  /** `{Service, ClusterName, Action, Kind}`, failed EC2 calls by error kind (`throttling`, …). */
+  ec2Errors: SHARED_METRIC_NAMES.ec2Errors,
 } as const;
 
-export const CLUSTER_DIMENSION = 'ClusterName';
-export const SERVICE_DIMENSION = 'Service';
+export const CLUSTER_DIMENSION = METRIC_DIMENSIONS.cluster;
+export const SERVICE_DIMENSION = METRIC_DIMENSIONS.service;
+export const KIND_DIMENSION = METRIC_DIMENSIONS.kind;
 export const THROTTLING_KIND = 'throttling';
+
+/**
+ * A Metrics Insights query summing `metric` over every dimension set of this cluster's emissions, further
+ * filtered by `where` (dimension → value). Cluster names are validated to letters, digits and `_ . -`
+ * (shared/config/control-plane.ts), so they need no quoting beyond the single quotes.
+ */
+export function clusterSumQuery(
+  metric: string,
+  clusterName: string,
+  where: Readonly<Record<string, string>> = {},
+): string {
+  const clauses = Object.entries({ [CLUSTER_DIMENSION]: clusterName, ...where }).map(([k, v]) => `${k} = '${v}'`);
+  return `SELECT SUM(${metric}) FROM "${METRIC_NAMESPACE}" WHERE ${clauses.join(' AND ')}`;
+}

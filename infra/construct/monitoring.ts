@@ -3,7 +3,15 @@ import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import { CLUSTER_DIMENSION, METRIC_NAMES, METRIC_NAMESPACE, SERVICE_DIMENSION, THROTTLING_KIND } from './metrics.js';
+import {
+  CLUSTER_DIMENSION,
+  clusterSumQuery,
+  KIND_DIMENSION,
+  METRIC_NAMES,
+  METRIC_NAMESPACE,
+  SERVICE_DIMENSION,
+  THROTTLING_KIND,
+} from './metrics.js';
 
 export interface MonitoringProps {
   readonly clusterName: string;
@@ -25,9 +33,9 @@ export class Monitoring extends Construct {
   constructor(scope: Construct, id: string, props: MonitoringProps) {
     super(scope, id);
     const period = Duration.minutes(5);
-    // Emitted with a free-form Reason dimension (and no cluster): summed over every dimension set.
+    // Emitted with a free-form Reason dimension: summed over every dimension set of this cluster.
     const abandoned = new cloudwatch.MathExpression({
-      expression: `SELECT SUM(${METRIC_NAMES.launchesAbandoned}) FROM "${METRIC_NAMESPACE}"`,
+      expression: clusterSumQuery(METRIC_NAMES.launchesAbandoned, props.clusterName),
       label: 'Launches abandoned',
       period,
     });
@@ -39,7 +47,7 @@ export class Monitoring extends Construct {
       period,
     });
     const throttled = new cloudwatch.MathExpression({
-      expression: `SELECT SUM(${METRIC_NAMES.ec2Errors}) FROM "${METRIC_NAMESPACE}" WHERE Kind = '${THROTTLING_KIND}'`,
+      expression: clusterSumQuery(METRIC_NAMES.ec2Errors, props.clusterName, { [KIND_DIMENSION]: THROTTLING_KIND }),
       label: 'EC2 calls throttled',
       period,
     });
@@ -48,63 +56,65 @@ export class Monitoring extends Construct {
       statistic: cloudwatch.Stats.MAXIMUM,
     });
     const prefix = `vpc-lease ${props.clusterName}`;
-    const withActions = (alarm: cloudwatch.Alarm): cloudwatch.Alarm => {
+    /**
+     * Every alarm fires at or above its threshold, treats missing data as fine (the custom metrics are only
+     * emitted when something happens) and notifies the configured actions; `periods` > 1 asks for that many
+     * breaching periods in a row.
+     */
+    const alarmOn = (
+      metric: cloudwatch.Metric | cloudwatch.MathExpression,
+      id: string,
+      description: string,
+      threshold: number,
+      periods = 1,
+    ): cloudwatch.Alarm => {
+      const alarm = metric.createAlarm(this, id, {
+        alarmDescription: `${prefix}: ${description}`,
+        threshold,
+        evaluationPeriods: periods,
+        ...(periods > 1 ? { datapointsToAlarm: periods } : {}),
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      });
       alarm.addAlarmAction(...props.alarmActions);
       return alarm;
     };
 
-    this.deadLetterAlarm = withActions(
-      dlqDepth.createAlarm(this, 'DeadLettersAlarm', {
-        alarmDescription: `${prefix}: events or stream batches failed every retry and wait in the dead-letter queue`,
-        threshold: 1,
-        evaluationPeriods: 1,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }),
+    this.deadLetterAlarm = alarmOn(
+      dlqDepth,
+      'DeadLettersAlarm',
+      'events or stream batches failed every retry and wait in the dead-letter queue',
+      1,
     );
-    this.abandonedLaunchAlarm = withActions(
-      abandoned.createAlarm(this, 'AbandonedLaunchesAlarm', {
-        alarmDescription: `${prefix}: a launch was abandoned (the reason is on the node item and in the logs)`,
-        threshold: 1,
-        evaluationPeriods: 1,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }),
+    this.abandonedLaunchAlarm = alarmOn(
+      abandoned,
+      'AbandonedLaunchesAlarm',
+      'a launch was abandoned (the reason is on the node item and in the logs)',
+      1,
     );
     // A dip below the low watermark is normal while a top-up runs; three periods in a row is not.
-    this.lowLeasesAlarm = withActions(
-      lowNodes.createAlarm(this, 'LowClaimableLeasesAlarm', {
-        alarmDescription: `${prefix}: nodes stayed below the low watermark of claimable leases for 15 minutes`,
-        threshold: 1,
-        evaluationPeriods: 3,
-        datapointsToAlarm: 3,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }),
+    this.lowLeasesAlarm = alarmOn(
+      lowNodes,
+      'LowClaimableLeasesAlarm',
+      'nodes stayed below the low watermark of claimable leases for 15 minutes',
+      1,
+      3,
     );
     // Throttled calls are retried; only sustained throttling (two periods) means maxConcurrency is too high
     // or another tool shares the account's buckets.
-    this.ec2ThrottlingAlarm = withActions(
-      throttled.createAlarm(this, 'Ec2ThrottlingAlarm', {
-        alarmDescription: `${prefix}: EC2 keeps throttling the control plane (lower maxConcurrency?)`,
-        threshold: 10,
-        evaluationPeriods: 2,
-        datapointsToAlarm: 2,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }),
+    this.ec2ThrottlingAlarm = alarmOn(
+      throttled,
+      'Ec2ThrottlingAlarm',
+      'EC2 keeps throttling the control plane (lower maxConcurrency?)',
+      10,
+      2,
     );
     this.functionErrorAlarms = Object.entries(props.functions).map(([name, fn]) =>
-      withActions(
-        fn
-          .metricErrors({ period: Duration.minutes(5), statistic: cloudwatch.Stats.SUM })
-          .createAlarm(this, `${name}ErrorsAlarm`, {
-            alarmDescription: `${prefix}: ${name} invocations failed`,
-            threshold: 1,
-            evaluationPeriods: 1,
-            comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-          }),
+      alarmOn(
+        fn.metricErrors({ period: Duration.minutes(5), statistic: cloudwatch.Stats.SUM }),
+        `${name}ErrorsAlarm`,
+        `${name} invocations failed`,
+        1,
       ),
     );
 

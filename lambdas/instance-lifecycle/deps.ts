@@ -29,7 +29,7 @@ export function lifecycleDepsFromEnv(env: NodeJS.ProcessEnv = process.env): Life
     logger,
     metrics,
     clock: systemClock,
-    ec2: new SdkEc2({ metrics }),
+    ec2: new SdkEc2({ metrics, clusterName: config.clusterName }),
     autoScaling: new SdkAutoScaling({ metrics }),
     store: new DynamoLeaseStore({ api: createSdkDynamoApi(), tableName: config.tableName }),
     requeue: new SqsRequeue(queueUrl),

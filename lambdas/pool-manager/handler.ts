@@ -21,7 +21,7 @@ function fromEnv(): PoolManagerHandler {
     logger,
     metrics,
     clock: systemClock,
-    ec2: new SdkEc2({ metrics }),
+    ec2: new SdkEc2({ metrics, clusterName: config.clusterName }),
     store: new DynamoLeaseStore({ api: createSdkDynamoApi(), tableName: config.tableName }),
   });
 }

@@ -5,7 +5,7 @@ import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
 import { createLogger } from '../../shared/log.js';
 import { Metrics } from '../../shared/metrics.js';
-import { SdkReconcileEc2 } from '../../shared/reconcile/ec2.js';
+import { DynamoLeasePartitions } from '../../shared/reconcile/lease-partitions.js';
 import { type ReconcileReport, type ReconcilerDeps, reconcile } from '../../shared/reconcile/reconciler.js';
 
 // Built on the first invocation and kept for the container's life.
@@ -15,13 +15,15 @@ function fromEnv(): ReconcilerDeps {
   const config = controlPlaneConfigFromEnv();
   const logger = createLogger({ level: config.logLevel, fields: { service: 'reconciler' } });
   const metrics = new Metrics(logger, 'reconciler');
+  const api = createSdkDynamoApi();
   return {
     config,
     logger,
     metrics,
     clock: systemClock,
-    ec2: new SdkReconcileEc2(new SdkEc2({ metrics }), metrics),
-    store: new DynamoLeaseStore({ api: createSdkDynamoApi(), tableName: config.tableName }),
+    ec2: new SdkEc2({ metrics, clusterName: config.clusterName }),
+    store: new DynamoLeaseStore({ api, tableName: config.tableName }),
+    leasePartitions: new DynamoLeasePartitions(api, config.tableName),
   };
 }
 

@@ -30,6 +30,19 @@ export interface EniRecord {
   /** Delegated /28 prefixes, in prefix-delegation mode. */
   readonly prefixes: readonly string[];
   readonly deleteOnTermination?: boolean;
+  /**
+   * What was asked of EC2 (secondary addresses, /28 prefixes), so a resumed step re-sends the very same
+   * request under the same ClientToken without recomputing a plan whose inputs (free addresses) have moved.
+   * Absent on records written before a plan existed: read as 0.
+   */
+  readonly plannedIpCount?: number;
+  readonly plannedPrefixCount?: number;
+  /**
+   * When a pool pass planned this ENI on a READY node (launch ENIs leave it out and use the node's createdAt):
+   * its created-at tag, the salt of its ClientToken (a reused device index must get a new ENI), and the start
+   * of the reconciler's minimum age.
+   */
+  readonly plannedAtMs?: number;
 }
 
 export interface LifecycleRef {

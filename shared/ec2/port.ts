@@ -110,6 +110,14 @@ export interface Ec2Port {
     eniId: string,
     request: { readonly ips?: readonly string[]; readonly prefixes?: readonly string[] },
   ): Promise<void>;
+  /** Adds or overwrites tags (the reconciler's two-pass mark). Up to 1000 resources per call. */
+  createTags(resourceIds: readonly string[], tags: Readonly<Record<string, string>>): Promise<void>;
+  deleteTags(resourceIds: readonly string[], keys: readonly string[]): Promise<void>;
+  /**
+   * instanceId → state name for every instance EC2 knows, in bulk (one call per 200 ids instead of one per
+   * node); unknown ids are simply absent instead of failing the call.
+   */
+  describeInstanceStates(instanceIds: readonly string[]): Promise<Map<string, string>>;
 }
 
 /** EC2 actions that change state: they go through the client-side concurrency cap. */
@@ -121,4 +129,6 @@ export const MUTATING_ACTIONS = new Set([
   'DeleteNetworkInterface',
   'AssignPrivateIpAddresses',
   'UnassignPrivateIpAddresses',
+  'CreateTags',
+  'DeleteTags',
 ]);

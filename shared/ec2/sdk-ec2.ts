@@ -3,7 +3,9 @@ import {
   AssignPrivateIpAddressesCommand,
   AttachNetworkInterfaceCommand,
   CreateNetworkInterfaceCommand,
+  CreateTagsCommand,
   DeleteNetworkInterfaceCommand,
+  DeleteTagsCommand,
   DescribeInstancesCommand,
   type DescribeInstancesCommandOutput,
   DescribeInstanceTypesCommand,
@@ -20,7 +22,7 @@ import {
   UnassignPrivateIpAddressesCommand,
 } from '@aws-sdk/client-ec2';
 import type { InstanceLimits } from '../domain/limits.js';
-import type { Metrics } from '../metrics.js';
+import { type Dimensions, METRIC_DIMENSIONS, METRIC_NAMES, type Metrics } from '../metrics.js';
 import { Ec2ApiError, toEc2ApiError } from './errors.js';
 import {
   type AttachEniRequest,
@@ -43,6 +45,8 @@ export interface SdkEc2Options {
   /** Concurrent mutating calls allowed from this adapter (default 8). */
   readonly maxConcurrentMutations?: number;
   readonly metrics?: Metrics;
+  /** Added as the `ClusterName` dimension of Ec2Errors, which the throttling alarm filters on. */
+  readonly clusterName?: string;
 }
 
 /**
@@ -50,6 +54,9 @@ export interface SdkEc2Options {
  * exponential back-off; 5 attempts keep a Lambda invocation short — past them the executor persists its
  * progress and re-enqueues instead of waiting inside the function.
  */
+/** DescribeInstances takes at most 200 values per filter. */
+const INSTANCE_FILTER_BATCH = 200;
+
 export const EC2_CLIENT_DEFAULTS: EC2ClientConfig = { retryMode: 'adaptive', maxAttempts: 5 };
 
 function tagsOf(tags: readonly Tag[] | undefined): Record<string, string> {
@@ -106,28 +113,31 @@ export class SdkEc2 implements Ec2Port {
   readonly client: EC2Client;
   private readonly mutations: Semaphore;
   private readonly metrics: Metrics | undefined;
+  private readonly errorDimensions: Dimensions;
   private readonly limitsCache = new Map<string, Promise<InstanceLimits>>();
 
   constructor(options: SdkEc2Options = {}) {
     this.client = options.client ?? new EC2Client({ ...EC2_CLIENT_DEFAULTS, ...options.clientConfig });
     this.mutations = new Semaphore(options.maxConcurrentMutations ?? 8);
     this.metrics = options.metrics;
+    this.errorDimensions =
+      options.clusterName !== undefined ? { [METRIC_DIMENSIONS.cluster]: options.clusterName } : {};
   }
 
   /** Every call goes through here: counted by action, capped when mutating, errors classified. */
   private async call<T>(action: string, send: () => Promise<T>): Promise<T> {
     const run = async (): Promise<T> => {
-      this.metrics?.add('Ec2Calls', { Action: action });
+      this.metrics?.add(METRIC_NAMES.ec2Calls, { Action: action });
       try {
         const out = await send();
         const attempts = (out as { $metadata?: { attempts?: number } }).$metadata?.attempts ?? 1;
-        if (attempts > 1) this.metrics?.add('Ec2Retries', { Action: action }, attempts - 1);
+        if (attempts > 1) this.metrics?.add(METRIC_NAMES.ec2Retries, { Action: action }, attempts - 1);
         return out;
       } catch (err) {
         const classified = toEc2ApiError(action, err);
         const attempts = (err as { $metadata?: { attempts?: number } })?.$metadata?.attempts ?? 1;
-        if (attempts > 1) this.metrics?.add('Ec2Retries', { Action: action }, attempts - 1);
-        this.metrics?.add('Ec2Errors', { Action: action, Kind: classified.kind });
+        if (attempts > 1) this.metrics?.add(METRIC_NAMES.ec2Retries, { Action: action }, attempts - 1);
+        this.metrics?.add(METRIC_NAMES.ec2Errors, { ...this.errorDimensions, Action: action, Kind: classified.kind });
         throw classified;
       }
     };
@@ -338,5 +348,45 @@ export class SdkEc2 implements Ec2Port {
         }),
       ),
     );
+  }
+
+  async createTags(resourceIds: readonly string[], tags: Readonly<Record<string, string>>): Promise<void> {
+    if (resourceIds.length === 0) return;
+    await this.call('CreateTags', () =>
+      this.client.send(new CreateTagsCommand({ Resources: [...resourceIds], Tags: toTagList(tags) })),
+    );
+  }
+
+  async deleteTags(resourceIds: readonly string[], keys: readonly string[]): Promise<void> {
+    if (resourceIds.length === 0) return;
+    await this.call('DeleteTags', () =>
+      this.client.send(new DeleteTagsCommand({ Resources: [...resourceIds], Tags: keys.map((Key) => ({ Key })) })),
+    );
+  }
+
+  async describeInstanceStates(instanceIds: readonly string[]): Promise<Map<string, string>> {
+    const states = new Map<string, string>();
+    const unique = [...new Set(instanceIds)];
+    for (let i = 0; i < unique.length; i += INSTANCE_FILTER_BATCH) {
+      // A filter, not InstanceIds: one unknown id in InstanceIds fails the whole call with NotFound.
+      const ids = unique.slice(i, i + INSTANCE_FILTER_BATCH);
+      let nextToken: string | undefined;
+      do {
+        const out: DescribeInstancesCommandOutput = await this.call('DescribeInstances', () =>
+          this.client.send(
+            new DescribeInstancesCommand({
+              Filters: [{ Name: 'instance-id', Values: ids }],
+              MaxResults: 1000,
+              ...(nextToken ? { NextToken: nextToken } : {}),
+            }),
+          ),
+        );
+        for (const r of out.Reservations ?? [])
+          for (const inst of r.Instances ?? [])
+            if (inst.InstanceId) states.set(inst.InstanceId, inst.State?.Name ?? 'unknown');
+        nextToken = out.NextToken;
+      } while (nextToken);
+    }
+    return states;
   }
 }

@@ -10,10 +10,17 @@ export const ENI_TAGS = {
   owner: 'vpc-lease:owner',
   createdAt: 'vpc-lease:created-at',
   deviceIndex: 'vpc-lease:device-index',
+  /**
+   * The reconciler's two-pass mark (shared/reconcile/gc-plan.ts): the time of the pass that first saw the ENI
+   * collectable. Not set on create; the reconciler's role may add and remove it but never the cluster tag.
+   */
+  gcMarkedAt: 'vpc-lease:gc-marked-at',
 } as const;
 
 /** Which part of vpc-lease created the ENI (the owner tag's value). */
 export const LIFECYCLE_OWNER = 'instance-lifecycle';
+/** The owner of ENIs the pool-manager adds to READY nodes. */
+export const POOL_OWNER = 'pool-manager';
 
 export function podEniTags(
   clusterName: string,
@@ -38,15 +45,22 @@ export function podEniTags(
  * have succeeded, so a retry always sends the same token with the same parameters (same ENI back); only after
  * EC2 refused a create outright (subnet full) is the ENI replanned, and the new parameters get a new token
  * instead of an IdempotentParameterMismatch. ≤ 64 ASCII characters, as EC2 requires.
+ *
+ * `plannedAtMs` salts the token of an ENI planned on a READY node (the pool's): a device index is reused
+ * after its ENI is gone (refused, or collected by the reconciler), and EC2 answers a replayed token with the
+ * original — deleted — ENI; a new plan must get a new ENI. A launch plans each device index once per
+ * instance, so its tokens are unsalted.
  */
 export function eniClientToken(
   instanceId: string,
   deviceIndex: number,
   request: { readonly subnetId: string; readonly ipCount: number; readonly prefixCount: number },
+  plannedAtMs?: number,
 ): string {
+  const salt = plannedAtMs === undefined ? '' : `/${plannedAtMs}`;
   const digest = createHash('sha256')
-    .update(`${instanceId}/${deviceIndex}/${request.subnetId}/${request.ipCount}/${request.prefixCount}`)
+    .update(`${instanceId}/${deviceIndex}/${request.subnetId}/${request.ipCount}/${request.prefixCount}${salt}`)
     .digest('hex')
     .slice(0, 32);
-  return `vl-${instanceId}-${deviceIndex}-${digest}`.slice(0, 64);
+  return `${plannedAtMs === undefined ? 'vl' : 'vlp'}-${instanceId}-${deviceIndex}-${digest}`.slice(0, 64);
 }

@@ -1,5 +1,6 @@
 import { instanceArn } from '../domain/arn.js';
 import type { NodeRecord } from '../domain/node.js';
+import { METRIC_DIMENSIONS, METRIC_NAMES } from '../metrics.js';
 import type { LifecycleDeps, StepOutcome } from './deps.js';
 import { done } from './deps.js';
 import { sweepInstanceEnis } from './eni-sweep.js';
@@ -19,7 +20,10 @@ export async function abandonLaunch(
 ): Promise<StepOutcome> {
   const log = deps.logger.child({ instanceId: event.instanceId, flow: 'launch' });
   log.error('abandoning launch', { reason });
-  deps.metrics?.add('LaunchAbandoned', { Reason: reason.split(':')[0] ?? 'unknown' });
+  deps.metrics?.add(METRIC_NAMES.launchAbandoned, {
+    [METRIC_DIMENSIONS.cluster]: deps.config.clusterName,
+    [METRIC_DIMENSIONS.reason]: reason.split(':')[0] ?? 'unknown',
+  });
   try {
     const swept = await sweepInstanceEnis(deps, event.instanceId);
     log.info('pod ENIs of the abandoned instance cleaned up', { ...swept });

@@ -1,6 +1,6 @@
 import { instanceArn } from '../domain/arn.js';
 import type { InstanceLimits } from '../domain/limits.js';
-import type { NodeRecord } from '../domain/node.js';
+import type { EniRecord, NodeRecord } from '../domain/node.js';
 import { type Ec2ApiError, isEc2Error } from '../ec2/errors.js';
 import type { Ec2Instance } from '../ec2/port.js';
 import { eniClientToken } from '../ec2/tags.js';
@@ -11,7 +11,6 @@ import { abandonLaunch } from './abandon.js';
 import { done, type LifecycleDeps, type StepOutcome, wait } from './deps.js';
 import type { LaunchEvent } from './events.js';
 import { advanceEnis } from './launch-steps.js';
-import type { PodEniRecord } from './pod-eni.js';
 import { candidateSubnets } from './subnets.js';
 
 const GONE_STATES = new Set(['shutting-down', 'terminated', 'stopping', 'stopped']);
@@ -156,7 +155,7 @@ async function planNode(
     throw err;
   }
   const cidrs = new Map(subnets.map((s) => [s.subnetId, s.cidr]));
-  const enis: PodEniRecord[] = plan.enis.map((p) => ({
+  const enis: EniRecord[] = plan.enis.map((p) => ({
     deviceIndex: p.deviceIndex,
     networkCardIndex: p.networkCardIndex,
     subnetId: p.subnetId,

@@ -1,5 +1,6 @@
 import { instanceArn } from '../domain/arn.js';
 import { errorMessage } from '../errors.js';
+import { METRIC_NAMES } from '../metrics.js';
 import { abandonLaunch } from './abandon.js';
 import { DEFAULT_RETRY_POLICY, type LifecycleDeps, type StepOutcome } from './deps.js';
 import {
@@ -66,7 +67,7 @@ async function settle(deps: LifecycleDeps, event: ActionableEvent, outcome: Step
   }
   const delayS = delayFor(deps, outcome, attempt);
   await deps.requeue.requeue(requeueBody(event, { attempt, heartbeatAtMs, reason: outcome.reason }), delayS);
-  deps.metrics?.add('Requeued', { Flow: event.kind });
+  deps.metrics?.add(METRIC_NAMES.requeued, { Flow: event.kind });
   log.info('re-enqueued', { reason: outcome.reason, delayS });
 }
 

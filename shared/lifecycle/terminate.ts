@@ -1,6 +1,7 @@
 import { instanceArn } from '../domain/arn.js';
 import type { NodeRecord } from '../domain/node.js';
 import { VersionConflictError } from '../errors.js';
+import { METRIC_NAMES } from '../metrics.js';
 import { done, type LifecycleDeps, type StepOutcome, wait } from './deps.js';
 import { sweepInstanceEnis } from './eni-sweep.js';
 import type { StateChangeEvent, TerminateEvent } from './events.js';
@@ -40,7 +41,7 @@ export async function runTerminate(
       version: 1,
     };
     await deps.store.createNode(gone);
-    deps.metrics?.add('NodeGone', {});
+    deps.metrics?.add(METRIC_NAMES.nodeGone, {});
     log.info('node gone', { itemsRemoved: removed });
   }
   if (!node && event.kind === 'terminate') {

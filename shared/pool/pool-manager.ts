@@ -3,6 +3,7 @@ import type { NodeRecord } from '../domain/node.js';
 import type { Ec2Instance } from '../ec2/port.js';
 import { VpcLeaseError } from '../errors.js';
 import { expectedLeases } from '../lifecycle/pod-eni.js';
+import { METRIC_DIMENSIONS, METRIC_NAMES, type MetricName } from '../metrics.js';
 import type { PoolDeps } from './deps.js';
 import { advanceNewEnis, enisInProgress } from './new-eni.js';
 import { releaseGroups, resumeReleasing } from './release.js';
@@ -139,12 +140,12 @@ export async function manageNodePool(deps: PoolDeps, instanceArn: string): Promi
     pendingRelease = [...pendingRelease, ...result.pending];
   }
 
-  const metric = (name: string, value: number): void =>
-    deps.metrics?.add(name, { ClusterName: config.clusterName }, value);
-  metric('PoolAddressesLeased', leased.length);
-  metric('PoolAddressesReleased', released.length + resumed.released.length);
-  metric('PoolAddressesAdopted', adopted);
-  metric('PoolShortfall', shortfall);
+  const metric = (name: MetricName, value: number): void =>
+    deps.metrics?.add(name, { [METRIC_DIMENSIONS.cluster]: config.clusterName }, value);
+  metric(METRIC_NAMES.poolAddressesLeased, leased.length);
+  metric(METRIC_NAMES.poolAddressesReleased, released.length + resumed.released.length);
+  metric(METRIC_NAMES.poolAddressesAdopted, adopted);
+  metric(METRIC_NAMES.poolShortfall, shortfall);
   if (leased.length + released.length + adopted + resumed.released.length > 0 || pendingRelease.length > 0)
     log.info('pool pass', {
       counts,
@@ -220,6 +221,10 @@ export async function sweepPools(deps: PoolDeps, concurrency = 4): Promise<Sweep
   const lowOnLeases = reports.filter(
     (r) => r.counts && r.counts.claimableNow + r.leased.length < targets.warmLowLeases,
   ).length;
-  deps.metrics?.add('NodesLowOnClaimableLeases', { ClusterName: deps.config.clusterName }, lowOnLeases);
+  deps.metrics?.add(
+    METRIC_NAMES.nodesLowOnClaimableLeases,
+    { [METRIC_DIMENSIONS.cluster]: deps.config.clusterName },
+    lowOnLeases,
+  );
   return { nodes: nodes.length, lowOnLeases, failed, reports };
 }

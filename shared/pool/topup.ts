@@ -1,11 +1,15 @@
-import type { NodeRecord } from '../domain/node.js';
+import type { NodePhase, NodeRecord } from '../domain/node.js';
 import { isEc2Error } from '../ec2/errors.js';
 import type { Ec2Instance } from '../ec2/port.js';
+import { eniLeases } from '../lifecycle/pod-eni.js';
 import { candidateSubnets } from '../lifecycle/subnets.js';
+import { withdrawLeasesIfNodeLeft } from '../lifecycle/withdraw-leases.js';
 import type { PoolDeps } from './deps.js';
-import { enisInProgress, leasesOf, planNewEni } from './new-eni.js';
+import { enisInProgress, planNewEni } from './new-eni.js';
 import { editNodeEnis, withAddresses } from './node-record.js';
 import { type AssignStep, type PoolEni, planTopUp, type TopUpPlan } from './topup-plan.js';
+
+const READY: ReadonlySet<NodePhase> = new Set(['READY']);
 
 export interface TopUpResult {
   /** Addresses leased by Assign calls in this run. */
@@ -85,38 +89,12 @@ async function assignAll(
     const record = recorded?.enis.find((e) => e.eniId === step.eniId);
     // The node is terminating (or gone): its ENIs go with the instance; lease nothing.
     if (recorded?.phase !== 'READY' || !record) return;
-    const leases = leasesOf(recorded, record, got.ips, got.prefixes).slice(0, Math.max(0, leaseRoom - leased.length));
+    const leases = eniLeases(recorded, record, got.ips, got.prefixes).slice(0, Math.max(0, leaseRoom - leased.length));
     await store.putLeases(leases, clock.nowMs());
-    if (
-      !(await stillReady(
-        deps,
-        node.instanceArn,
-        leases.map((l) => l.ip),
-      ))
-    )
-      return;
+    const ips = leases.map((l) => l.ip);
+    if (!(await withdrawLeasesIfNodeLeft(store, clock.nowMs(), node.instanceArn, ips, READY))) return;
     leased.push(...leases.map((l) => l.ip));
   }
-}
-
-/**
- * A terminate that ran between the node write and the lease put has already removed the node's leases: the
- * ones just written would outlive it, so take them out again through the handshake's two conditional writes
- * (claimed meanwhile or gone already: terminate owns them).
- */
-async function stillReady(deps: PoolDeps, instanceArn: string, ips: readonly string[]): Promise<boolean> {
-  const current = await deps.store.getNode(instanceArn);
-  if (current?.phase === 'READY') return true;
-  const nowMs = deps.clock.nowMs();
-  for (const ip of ips) {
-    try {
-      await deps.store.markReleasing(instanceArn, ip, nowMs);
-      await deps.store.deleteReleasing(instanceArn, ip);
-    } catch {
-      // Claimed, or gone with the partition.
-    }
-  }
-  return false;
 }
 
 /** The plan from the node item alone; undefined when the item lacks the limits. New ENIs are never planned. */

@@ -1,3 +1,4 @@
+import { parseInstanceArn } from '../domain/arn.js';
 import type { NodeRecord } from '../domain/node.js';
 import type { Ec2Eni } from '../ec2/port.js';
 import { ENI_TAGS } from '../ec2/tags.js';
@@ -11,7 +12,7 @@ import { ENI_TAGS } from '../ec2/tags.js';
  * a table whose partitions belong to instances (and whose keys scope the nodes' IAM). The reconciler's role
  * may create and delete tags on this cluster's ENIs but never the cluster tag itself (lambda-policies.ts).
  */
-export const GC_MARK_TAG = 'vpc-lease:gc-marked-at';
+export const GC_MARK_TAG: string = ENI_TAGS.gcMarkedAt;
 
 /** Instance states in which an instance still owns its ENIs. Anything else (terminated, unknown) is gone. */
 const LIVE_INSTANCE_STATES = new Set(['pending', 'running', 'stopping', 'stopped', 'shutting-down']);
@@ -96,23 +97,96 @@ export function decideEniGc(input: EniGcInput): EniGcDecision[] {
   });
 }
 
+/**
+ * How long a GONE node item stays as the audit trail of a terminated node (type, AZ, ENIs, failure reason,
+ * timestamps; `vpc-lease nodes` shows it) before the reconciler prunes it, counted from its last update (the
+ * terminate). A week covers a weekend's incident review; the items are small and hold no lease. A constant, not
+ * a config field: nothing else depends on it and no operator has asked to tune it.
+ */
+export const GONE_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
+
 export interface GoneNodesInput {
   readonly nowMs: number;
   /** A node item younger than this is kept even if EC2 does not know its instance yet (eventual consistency). */
   readonly minAgeMs: number;
+  /** GONE items older than this (since their last update) are pruned. Default GONE_RETENTION_MS. */
+  readonly goneRetentionMs?: number;
   readonly nodes: readonly NodeRecord[];
   readonly instanceStates: ReadonlyMap<string, string>;
 }
 
 /**
- * Node partitions to remove: their instance is terminated or unknown to EC2, the item is not brand new, and
- * no terminate is in progress on it (the lifecycle Lambda finishes what it started: DRAINING → GONE).
+ * Node partitions to remove:
+ * - GONE items past their retention (whatever EC2 says: a GONE tombstone only has to outlive late launch events);
+ * - any other item whose instance is terminated or unknown to EC2, that is not brand new, and on which no
+ *   terminate is in progress (the lifecycle Lambda finishes what it started: DRAINING → GONE).
  */
 export function decideGoneNodes(input: GoneNodesInput): NodeRecord[] {
-  return input.nodes.filter(
-    (n) =>
-      !isInstanceLive(input.instanceStates.get(n.instanceId)) &&
-      input.nowMs - n.createdAtMs >= input.minAgeMs &&
-      !(n.phase === 'DRAINING' && input.nowMs - n.updatedAtMs < input.minAgeMs),
+  const retentionMs = input.goneRetentionMs ?? GONE_RETENTION_MS;
+  return input.nodes.filter((n) =>
+    n.phase === 'GONE'
+      ? input.nowMs - n.updatedAtMs >= retentionMs
+      : !isInstanceLive(input.instanceStates.get(n.instanceId)) &&
+        input.nowMs - n.createdAtMs >= input.minAgeMs &&
+        !(n.phase === 'DRAINING' && input.nowMs - n.updatedAtMs < input.minAgeMs),
   );
+}
+
+export interface StrayLeasesInput {
+  /** Partitions holding lease items (lease-partitions.ts). */
+  readonly leasePartitions: readonly string[];
+  readonly nodes: readonly NodeRecord[];
+  readonly instanceStates: ReadonlyMap<string, string>;
+}
+
+export interface StrayPartition {
+  readonly instanceArn: string;
+  readonly instanceId: string;
+  /** The GONE node item whose partition still holds leases; absent when there is no node item at all. */
+  readonly goneNode?: NodeRecord;
+  /** remove: nothing can use these leases; report: the instance lives, so a pod may hold one — an operator's call. */
+  readonly action: 'remove' | 'report';
+  readonly reason: string;
+}
+
+/**
+ * Leases no node item stands for (DESIGN.md invariant 6): in the partition of a GONE node (terminate removed
+ * them before writing GONE, so these came later), or in a partition with no node item. Such leases are
+ * removed once their instance is gone; on a live instance they are only reported.
+ */
+export function decideStrayLeases(input: StrayLeasesInput): StrayPartition[] {
+  const nodes = new Map(input.nodes.map((n) => [n.instanceArn, n]));
+  const out: StrayPartition[] = [];
+  for (const instanceArn of input.leasePartitions) {
+    const node = nodes.get(instanceArn);
+    if (node && node.phase !== 'GONE') continue;
+    const instanceId = instanceIdOfArn(instanceArn);
+    if (!instanceId) continue;
+    if (node) {
+      out.push({
+        instanceArn,
+        instanceId,
+        goneNode: node,
+        action: 'remove',
+        reason: 'leases outlived their GONE node',
+      });
+      continue;
+    }
+    const live = isInstanceLive(input.instanceStates.get(instanceId));
+    out.push({
+      instanceArn,
+      instanceId,
+      action: live ? 'report' : 'remove',
+      reason: live ? 'leases without a node item on a live instance' : 'leases without a node item',
+    });
+  }
+  return out;
+}
+
+export function instanceIdOfArn(instanceArn: string): string | undefined {
+  try {
+    return parseInstanceArn(instanceArn).instanceId;
+  } catch {
+    return undefined;
+  }
 }

@@ -7,10 +7,11 @@ import type { Ec2Eni } from '../ec2/port.js';
 import { ENI_TAGS } from '../ec2/tags.js';
 import type { LeaseStore } from '../lease-store/port.js';
 import type { Logger } from '../log.js';
-import type { Metrics } from '../metrics.js';
+import { METRIC_DIMENSIONS, METRIC_NAMES, type MetricName, type Metrics } from '../metrics.js';
 import { type DriftItem, type DriftKind, detectDrift } from './drift.js';
 import type { ReconcileEc2 } from './ec2.js';
-import { decideEniGc, decideGoneNodes, GC_MARK_TAG } from './gc-plan.js';
+import { decideEniGc, decideGoneNodes, decideStrayLeases, instanceIdOfArn, type StrayPartition } from './gc-plan.js';
+import type { LeasePartitions } from './lease-partitions.js';
 
 export interface ReconcilerDeps {
   readonly ec2: ReconcileEc2;
@@ -27,6 +28,10 @@ export interface ReconcilerDeps {
   readonly minMarkAgeMs?: number;
   /** Leases younger than this are not judged for drift. Default 60 s. */
   readonly driftGraceMs?: number;
+  /** GONE node items older than this are pruned. Default GONE_RETENTION_MS (gc-plan.ts), a week. */
+  readonly goneRetentionMs?: number;
+  /** Finds lease partitions without a live node item (a Scan: see lease-partitions.ts). Absent: not looked for. */
+  readonly leasePartitions?: LeasePartitions;
 }
 
 export const DEFAULT_MIN_MARK_AGE_MS = 60_000;
@@ -40,14 +45,16 @@ export interface ReconcileReport {
   /** ENIs that could not be deleted this pass (attached meanwhile, throttled…): retried next pass. */
   readonly deleteFailed: readonly string[];
   readonly partitionsRemoved: readonly string[];
+  /** Partitions whose leases no node item stands for; `action: 'remove'` ones were cleared this pass. */
+  readonly strayLeases: readonly StrayPartition[];
   readonly drift: readonly DriftItem[];
 }
 
-const DRIFT_METRIC: Record<DriftKind, string> = {
-  'lease-without-address': 'DriftLeaseWithoutAddress',
-  'address-without-lease': 'DriftAddressWithoutLease',
-  'eni-without-node': 'DriftEniWithoutNode',
-  'eni-detached': 'DriftEniDetached',
+const DRIFT_METRIC: Record<DriftKind, MetricName> = {
+  'lease-without-address': METRIC_NAMES.driftLeaseWithoutAddress,
+  'address-without-lease': METRIC_NAMES.driftAddressWithoutLease,
+  'eni-without-node': METRIC_NAMES.driftEniWithoutNode,
+  'eni-detached': METRIC_NAMES.driftEniDetached,
 };
 
 /**
@@ -58,12 +65,18 @@ const DRIFT_METRIC: Record<DriftKind, string> = {
 export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> {
   const { ec2, store, config, logger } = deps;
   const nowMs = deps.clock.nowMs();
-  const dims = { ClusterName: config.clusterName };
-  const metric = (name: string, value = 1): void => deps.metrics?.add(name, dims, value);
+  const dims = { [METRIC_DIMENSIONS.cluster]: config.clusterName };
+  const metric = (name: MetricName, value = 1): void => deps.metrics?.add(name, dims, value);
 
   const enis = await ec2.describeNetworkInterfaces({ tags: { [ENI_TAGS.cluster]: config.clusterName } });
+  // Lease partitions before node items: a node item is written before its first lease, so a partition seen
+  // here whose node item is missing from the later read had none (or lost it meanwhile to a terminate).
+  const leasePartitions = (await deps.leasePartitions?.listLeasePartitions()) ?? [];
   const nodes = await store.listNodes();
-  const instanceStates = await ec2.describeInstanceStates(instanceIdsOf(nodes, enis));
+  const instanceStates = await ec2.describeInstanceStates([
+    ...instanceIdsOf(nodes, enis),
+    ...leasePartitions.flatMap((arn) => instanceIdOfArn(arn) ?? []),
+  ]);
 
   // ENI garbage collection, two passes.
   const decisions = decideEniGc({
@@ -76,9 +89,9 @@ export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> 
   });
   const ids = (action: string): string[] => decisions.filter((d) => d.action === action).map((d) => d.eniId);
   const marked = await tagStep(ids('mark'), (batch) =>
-    ec2.createTags(batch, { [GC_MARK_TAG]: new Date(nowMs).toISOString() }),
+    ec2.createTags(batch, { [ENI_TAGS.gcMarkedAt]: new Date(nowMs).toISOString() }),
   );
-  const unmarked = await tagStep(ids('unmark'), (batch) => ec2.deleteTags(batch, [GC_MARK_TAG]));
+  const unmarked = await tagStep(ids('unmark'), (batch) => ec2.deleteTags(batch, [ENI_TAGS.gcMarkedAt]));
   const deleted: string[] = [];
   const deleteFailed: string[] = [];
   for (const eniId of ids('delete')) {
@@ -98,9 +111,16 @@ export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> 
     }
   }
 
-  // Partitions of instances that no longer exist.
+  // Partitions of instances that no longer exist, and GONE items past their retention.
   const partitionsRemoved: string[] = [];
-  for (const node of decideGoneNodes({ nowMs, minAgeMs: config.eniMinAgeForGcMs, nodes, instanceStates })) {
+  const goneNodes = decideGoneNodes({
+    nowMs,
+    minAgeMs: config.eniMinAgeForGcMs,
+    ...(deps.goneRetentionMs !== undefined ? { goneRetentionMs: deps.goneRetentionMs } : {}),
+    nodes,
+    instanceStates,
+  });
+  for (const node of goneNodes) {
     try {
       const items = await store.deleteNodePartition(node.instanceArn);
       partitionsRemoved.push(node.instanceArn);
@@ -118,8 +138,29 @@ export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> 
     }
   }
 
-  // Drift, on the nodes still there.
+  // Leases no node item stands for.
   const removed = new Set(partitionsRemoved);
+  const strayLeases = decideStrayLeases({
+    leasePartitions: leasePartitions.filter((arn) => !removed.has(arn)),
+    nodes,
+    instanceStates,
+  });
+  for (const stray of strayLeases) {
+    if (stray.action === 'report') {
+      logger.warn('leases without a node item on a live instance; left for an operator', { ...stray });
+      continue;
+    }
+    try {
+      const items = await store.deleteNodePartition(stray.instanceArn);
+      // The GONE item is the audit trail and the guard against late launch events: put it back.
+      if (stray.goneNode) await store.createNode({ ...stray.goneNode, version: 1 });
+      logger.warn('removed leases no node item stands for', { ...stray, items });
+    } catch (err) {
+      logger.warn('failed to remove stray leases; next pass retries', { instanceArn: stray.instanceArn, err });
+    }
+  }
+
+  // Drift, on the nodes still there.
   const judged = nodes.filter((n) => !removed.has(n.instanceArn) && n.phase === 'READY');
   const leasesByNode = new Map<string, readonly Lease[]>();
   for (const node of judged) leasesByNode.set(node.instanceArn, await store.listLeases(node.instanceArn));
@@ -135,10 +176,11 @@ export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> 
   for (const kind of Object.keys(DRIFT_METRIC) as DriftKind[])
     metric(DRIFT_METRIC[kind], drift.filter((d) => d.kind === kind).length);
 
-  metric('ReconcilerEnisMarked', marked.length);
-  metric('ReconcilerEnisDeleted', deleted.length);
-  metric('ReconcilerEniDeleteFailures', deleteFailed.length);
-  metric('ReconcilerPartitionsRemoved', partitionsRemoved.length);
+  metric(METRIC_NAMES.reconcilerEnisMarked, marked.length);
+  metric(METRIC_NAMES.reconcilerEnisDeleted, deleted.length);
+  metric(METRIC_NAMES.reconcilerEniDeleteFailures, deleteFailed.length);
+  metric(METRIC_NAMES.reconcilerPartitionsRemoved, partitionsRemoved.length);
+  metric(METRIC_NAMES.reconcilerStrayLeasePartitions, strayLeases.length);
   const report = {
     enisSeen: enis.length,
     marked,
@@ -146,6 +188,7 @@ export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> 
     deleted,
     deleteFailed,
     partitionsRemoved,
+    strayLeases,
     drift,
   };
   logger.info('reconcile pass done', {
@@ -155,6 +198,7 @@ export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> 
     deleted: deleted.length,
     deleteFailed: deleteFailed.length,
     partitionsRemoved: partitionsRemoved.length,
+    strayLeases: strayLeases.length,
     drift: drift.length,
   });
   return report;

@@ -130,6 +130,50 @@ describe('Class: SdkEc2 (through the real SDK client against the EC2 simulator)'
     expect(h.metrics.total('Ec2Errors', { Action: 'DeleteNetworkInterface', Kind: 'not-found-yet' })).toBe(1);
   });
 
+  it('adds the cluster to Ec2Errors when told it, so the throttling alarm can be scoped', async () => {
+    const { SdkEc2 } = await import('../../shared/ec2/sdk-ec2.js');
+    const { Metrics } = await import('../../shared/metrics.js');
+    const { silentLogger } = await import('../../shared/log.js');
+    const metrics = new Metrics(silentLogger, 'test');
+    const ec2 = new SdkEc2({ client: h.ec2.client, metrics, clusterName: 'prod-1' });
+    h.sim.admin.failNext({ action: 'DeleteNetworkInterface', code: 'UnauthorizedOperation' });
+
+    await expect(ec2.deleteNetworkInterface('eni-0123456789abcdef0')).rejects.toMatchObject({ kind: 'fatal' });
+
+    expect(metrics.total('Ec2Errors', { ClusterName: 'prod-1', Kind: 'fatal' })).toBe(1);
+    expect(metrics.total('Ec2Errors', { ClusterName: 'other' })).toBe(0);
+  });
+
+  it('tags, untags and reads instance states in bulk through the same counting and classification', async () => {
+    h.metrics.resetTotals();
+    const eni = await h.ec2.createNetworkInterface({
+      subnetId: h.subnetId,
+      securityGroupIds: [],
+      ipCount: 0,
+      prefixCount: 0,
+      tags: { owner: 'test' },
+      clientToken: 'tags-1',
+    });
+    await h.ec2.createTags([eni.eniId], { mark: 'one' });
+    expect((await h.ec2.describeNetworkInterfaces({ tags: { mark: 'one' } })).map((e) => e.eniId)).toEqual([eni.eniId]);
+    await h.ec2.deleteTags([eni.eniId], ['mark']);
+    expect(await h.ec2.describeNetworkInterfaces({ tags: { mark: 'one' } })).toEqual([]);
+    await h.ec2.createTags([], { ignored: 'x' }); // nothing to tag: no call
+
+    const instance = h.sim.api.launchInstance({ instanceType: 'm5.large', subnetId: h.subnetId });
+    const states = await h.ec2.describeInstanceStates([instance.instanceId, 'i-0000000000000dead']);
+    // An unknown id is absent, not a NotFound failing the whole call.
+    expect([...states.keys()]).toEqual([instance.instanceId]);
+    expect(h.metrics.totalsBy('Ec2Calls', 'Action')).toMatchObject({ CreateTags: 1, DeleteTags: 1 });
+
+    h.sim.admin.failNext({ action: 'CreateTags', code: 'UnauthorizedOperation' });
+    await expect(h.ec2.createTags([eni.eniId], { mark: 'two' })).rejects.toMatchObject({
+      kind: 'fatal',
+      action: 'CreateTags',
+    });
+    expect(h.metrics.total('Ec2Errors', { Action: 'CreateTags', Kind: 'fatal' })).toBe(1);
+  });
+
   it('reads instance limits once per type and keeps them for the container', async () => {
     h.metrics.resetTotals();
     const [a, b] = await Promise.all([

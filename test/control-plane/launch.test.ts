@@ -226,6 +226,8 @@ describe('Function: runLaunch (EC2 simulator + dynalite)', () => {
     expect(node?.phase).toBe('FAILED');
     expect(node?.failureReason).toMatch(/^limits: AttachNetworkInterface AttachmentLimitExceeded/);
     expect(h.autoScaling.resultFor(id)).toEqual(['ABANDON']);
+    // Counted for the cluster's abandoned-launch alarm, with the reason's kind.
+    expect(h.metrics.total('LaunchAbandoned', { ClusterName: h.config.clusterName, Reason: 'limits' })).toBe(1);
     // The created, never attached ENIs were deleted rather than leaked.
     expect(await h.ec2.describeNetworkInterfaces({ tags: { 'vpc-lease:instance-id': id } })).toHaveLength(0);
     await expectClean(h);

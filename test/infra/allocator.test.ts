@@ -7,6 +7,7 @@ import { CLUSTER_DIMENSION, METRIC_NAMES, METRIC_NAMESPACE } from '../../infra/c
 import { QUEUE_URL_ENV as LIFECYCLE_QUEUE_URL_ENV } from '../../lambdas/instance-lifecycle/deps.js';
 import { controlPlaneConfigFromEnv } from '../../shared/config/control-plane.js';
 import { CLAIMABLE_INDEX, createTableInput, TABLE_KEYS } from '../../shared/lease-store/table.js';
+import { METRIC_NAMES as EMITTED } from '../../shared/metrics.js';
 import { onlyLogicalId, synthAllocator } from './support/stacks.js';
 
 type Resource = { Properties: Record<string, unknown> } & Record<string, unknown>;
@@ -255,7 +256,7 @@ describe('Construct: VpcLeaseAllocator', () => {
       );
     });
 
-    it('alarms on abandoned launches and EC2 throttling over every dimension set the Lambdas emit', () => {
+    it('alarms on abandoned launches and EC2 throttling over every dimension set of this cluster only', () => {
       const abandoned = new Capture();
       template.hasResourceProperties('AWS::CloudWatch::Alarm', {
         Metrics: [Match.objectLike({ Expression: abandoned, Period: 300, ReturnData: true })],
@@ -265,10 +266,17 @@ describe('Construct: VpcLeaseAllocator', () => {
       const expressions = (Object.values(template.findResources('AWS::CloudWatch::Alarm')) as Resource[])
         .flatMap((a) => (a.Properties.Metrics as { Expression?: string }[] | undefined) ?? [])
         .map((m) => m.Expression);
-      expect(expressions).toContain(`SELECT SUM(${METRIC_NAMES.launchesAbandoned}) FROM "${METRIC_NAMESPACE}"`);
+      // The names are the ones the Lambdas emit (shared/metrics.ts), and each query is scoped to the cluster:
+      // another cluster's abandoned launches or throttling in the same account must not trip these alarms.
+      expect(METRIC_NAMES.launchesAbandoned).toBe(EMITTED.launchAbandoned);
+      expect(METRIC_NAMES.ec2Errors).toBe(EMITTED.ec2Errors);
       expect(expressions).toContain(
-        `SELECT SUM(${METRIC_NAMES.ec2Errors}) FROM "${METRIC_NAMESPACE}" WHERE Kind = 'throttling'`,
+        `SELECT SUM(LaunchAbandoned) FROM "${METRIC_NAMESPACE}" WHERE ${CLUSTER_DIMENSION} = 'prod-1'`,
       );
+      expect(expressions).toContain(
+        `SELECT SUM(Ec2Errors) FROM "${METRIC_NAMESPACE}" WHERE ${CLUSTER_DIMENSION} = 'prod-1' AND Kind = 'throttling'`,
+      );
+      for (const expression of expressions) expect(expression).toMatch(/WHERE ClusterName = 'prod-1'/);
       // DLQ + three custom + one errors alarm per function.
       template.resourceCountIs('AWS::CloudWatch::Alarm', 7);
     });

@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { Lease, LeaseState } from '../../shared/domain/lease.js';
 import type { InstanceLimits } from '../../shared/domain/limits.js';
+import { eniClientToken } from '../../shared/ec2/tags.js';
 import { addressesOf } from '../../shared/ipv4.js';
+import { poolEniClientToken } from '../../shared/pool/new-eni.js';
 import { planRelease } from '../../shared/pool/release-plan.js';
 import { planTopUp } from '../../shared/pool/topup-plan.js';
 
@@ -170,5 +172,19 @@ describe('planTopUp', () => {
     expect(plan.assign).toEqual([{ eniId: 'eni-a', ipCount: 3, prefixCount: 0 }]);
     expect(plan.newEnis).toEqual([]);
     expect(plan.shortfall).toBe(5);
+  });
+});
+
+describe('Function: poolEniClientToken', () => {
+  const request = { deviceIndex: 2, subnetId: 'subnet-1', ipCount: 9, prefixCount: 0 };
+
+  it('is the launch token salted with the planning time: stable per plan, new per plan', () => {
+    const token = poolEniClientToken('i-0123456789abcdef0', request, 1_000);
+    expect(poolEniClientToken('i-0123456789abcdef0', request, 1_000)).toBe(token);
+    expect(poolEniClientToken('i-0123456789abcdef0', request, 2_000)).not.toBe(token);
+    expect(eniClientToken('i-0123456789abcdef0', 2, request, 1_000)).toBe(token);
+    // The unsalted launch token for the same device index differs: a reused index never replays an old ENI.
+    expect(eniClientToken('i-0123456789abcdef0', 2, request)).not.toBe(token);
+    expect(token.length).toBeLessThanOrEqual(64);
   });
 });

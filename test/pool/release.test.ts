@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../shared/errors.js';
 import type { LeaseStore } from '../../shared/lease-store/port.js';
-import { manageNodePool } from '../../shared/pool/pool-manager.js';
+import { manageNodePool, type NodePoolReport } from '../../shared/pool/pool-manager.js';
 import { claimOne, invariantViolations, type PoolEnv, readyNode, startPoolEnv } from './support.js';
 
 let env: PoolEnv | undefined;
@@ -49,6 +49,29 @@ async function eniState(e: PoolEnv, arn: string, eniId: string) {
         .sort(),
     recorded: [...(node?.enis.find((x) => x.eniId === eniId)?.addresses ?? [])].sort(),
   };
+}
+
+/** A READY node whose one ENI holds 9 addresses, all idle past the release delay: 3 above the high watermark. */
+async function withExcess(e: PoolEnv): Promise<{ instanceArn: string; eniId: string }> {
+  const { instanceArn, node } = await readyNode(e, { enis: [{ ipCount: 9 }] });
+  e.clock.advance(RELEASE_DELAY_MS);
+  return { instanceArn, eniId: node.enis[0]!.eniId! };
+}
+
+/**
+ * A pass after the resume delay finishes what an interrupted handshake left RELEASING: EC2, the leases and the
+ * node item then name the same addresses, none RELEASING, and no invariant is broken.
+ */
+async function expectResumedInStep(instanceArn: string, eniId: string): Promise<NodePoolReport> {
+  const e = env!;
+  e.clock.advance(RESUME_AFTER_MS);
+  const report = await manageNodePool(e.deps(), instanceArn);
+  const s = await eniState(e, instanceArn, eniId);
+  expect(s.leased).toEqual(s.inEc2);
+  expect(s.recorded).toEqual(s.inEc2);
+  expect(s.byState('RELEASING')).toEqual([]);
+  expect(await invariantViolations(e)).toBe('');
+  return report;
 }
 
 describe('Pool: release of excess', () => {
@@ -132,9 +155,7 @@ describe('Pool: release of excess', () => {
   describe('failures between the handshake steps', () => {
     it('rolls the marks back when the only Unassign attempt is throttled', async () => {
       env = await startPoolEnv({ maxAttempts: 1 });
-      const { instanceArn, node } = await readyNode(env, { enis: [{ ipCount: 9 }] });
-      const eniId = node.enis[0]!.eniId!;
-      env.clock.advance(RELEASE_DELAY_MS);
+      const { instanceArn, eniId } = await withExcess(env);
       env.sim.admin.failNext({ action: 'UnassignPrivateIpAddresses', code: 'RequestLimitExceeded' });
 
       const report = await manageNodePool(env.deps(), instanceArn);
@@ -150,9 +171,7 @@ describe('Pool: release of excess', () => {
 
     it('keeps RELEASING when retried attempts end throttled (an earlier one may have landed)', async () => {
       env = await startPoolEnv({ maxAttempts: 2 });
-      const { instanceArn, node } = await readyNode(env, { enis: [{ ipCount: 9 }] });
-      const eniId = node.enis[0]!.eniId!;
-      env.clock.advance(RELEASE_DELAY_MS);
+      const { instanceArn, eniId } = await withExcess(env);
       // Attempt 1 unassigns and answers 500; attempt 2 is throttled: the addresses are gone in EC2.
       env.sim.admin.failNext({ action: 'UnassignPrivateIpAddresses', code: 'InternalError', phase: 'after' });
       env.sim.admin.failNext({ action: 'UnassignPrivateIpAddresses', code: 'RequestLimitExceeded' });
@@ -160,32 +179,25 @@ describe('Pool: release of excess', () => {
       const first = await manageNodePool(env.deps(), instanceArn);
 
       expect(first.pendingRelease).toHaveLength(3);
-      let s = await eniState(env, instanceArn, eniId);
+      const s = await eniState(env, instanceArn, eniId);
       expect(s.inEc2).toHaveLength(6);
       // Rolling back would have made 3 unassigned addresses claimable; they are RELEASING instead.
       expect(s.byState('RELEASING')).toEqual([...first.pendingRelease].sort());
       expect(await invariantViolations(env)).toBe('');
 
-      env.clock.advance(RESUME_AFTER_MS);
-      await manageNodePool(env.deps(), instanceArn);
-      s = await eniState(env, instanceArn, eniId);
-      expect(s.leased).toEqual(s.inEc2);
-      expect(s.recorded).toEqual(s.inEc2);
-      expect(await invariantViolations(env)).toBe('');
+      await expectResumedInStep(instanceArn, eniId);
     });
 
     it('keeps RELEASING (never FREE) when the Unassign answer is lost, then finishes on resume', async () => {
       env = await startPoolEnv();
-      const { instanceArn, node } = await readyNode(env, { enis: [{ ipCount: 9 }] });
-      const eniId = node.enis[0]!.eniId!;
-      env.clock.advance(RELEASE_DELAY_MS);
+      const { instanceArn, eniId } = await withExcess(env);
       // Unassign takes effect, the answer is a 500; the SDK's retry then finds the addresses gone (400).
       env.sim.admin.failNext({ action: 'UnassignPrivateIpAddresses', code: 'InternalError', phase: 'after' });
 
       const first = await manageNodePool(env.deps(), instanceArn);
 
       expect(first.pendingRelease).toHaveLength(3);
-      let s = await eniState(env, instanceArn, eniId);
+      const s = await eniState(env, instanceArn, eniId);
       expect(s.inEc2).toHaveLength(6);
       expect(s.byState('RELEASING')).toEqual([...first.pendingRelease].sort());
       for (const ip of first.pendingRelease) expect(s.inEc2).not.toContain(ip);
@@ -194,75 +206,52 @@ describe('Pool: release of excess', () => {
 
       // A pass before the resume delay leaves them alone (their handshake could still be in flight).
       expect((await manageNodePool(env.deps(), instanceArn)).resumed).toBe(0);
-      env.clock.advance(RESUME_AFTER_MS);
-      const second = await manageNodePool(env.deps(), instanceArn);
-
+      const second = await expectResumedInStep(instanceArn, eniId);
       expect(second.resumed).toBe(3);
-      s = await eniState(env, instanceArn, eniId);
-      expect(s.leased).toEqual(s.inEc2);
-      expect(s.recorded).toEqual(s.inEc2);
-      expect(await invariantViolations(env)).toBe('');
     });
 
     it('keeps RELEASING when Unassign fails with 5xx, then unassigns on resume', async () => {
       env = await startPoolEnv();
-      const { instanceArn, node } = await readyNode(env, { enis: [{ ipCount: 9 }] });
-      const eniId = node.enis[0]!.eniId!;
-      env.clock.advance(RELEASE_DELAY_MS);
+      const { instanceArn, eniId } = await withExcess(env);
       env.sim.admin.failNext({ action: 'UnassignPrivateIpAddresses', code: 'InternalError', count: 2 });
 
       const first = await manageNodePool(env.deps(), instanceArn);
 
       expect(first.pendingRelease).toHaveLength(3);
-      let s = await eniState(env, instanceArn, eniId);
+      const s = await eniState(env, instanceArn, eniId);
       expect(s.inEc2).toHaveLength(9); // nothing happened in EC2
       expect(s.byState('RELEASING')).toHaveLength(3);
       expect(await invariantViolations(env)).toBe('');
 
-      env.clock.advance(RESUME_AFTER_MS);
-      const second = await manageNodePool(env.deps(), instanceArn);
-
+      const second = await expectResumedInStep(instanceArn, eniId);
       expect(second.resumed).toBe(3);
-      s = await eniState(env, instanceArn, eniId);
-      expect(s.inEc2).toHaveLength(6);
-      expect(s.leased).toEqual(s.inEc2);
-      expect(s.recorded).toEqual(s.inEc2);
-      expect(await invariantViolations(env)).toBe('');
+      expect((await eniState(env, instanceArn, eniId)).inEc2).toHaveLength(6);
     });
 
     it('retries the delete later when it fails after the Unassign', async () => {
       env = await startPoolEnv();
-      const { instanceArn, node } = await readyNode(env, { enis: [{ ipCount: 9 }] });
-      const eniId = node.enis[0]!.eniId!;
-      env.clock.advance(RELEASE_DELAY_MS);
+      const { instanceArn, eniId } = await withExcess(env);
 
       const first = await manageNodePool(env.deps({ store: failing(env.store, 'deleteReleasing', 3) }), instanceArn);
 
       expect(first.pendingRelease).toHaveLength(3);
-      let s = await eniState(env, instanceArn, eniId);
+      const s = await eniState(env, instanceArn, eniId);
       expect(s.inEc2).toHaveLength(6);
       expect(s.byState('RELEASING')).toHaveLength(3);
       expect(s.recorded).toEqual(s.inEc2); // the node item already forgot them: no launch re-leases them
       expect(await invariantViolations(env)).toBe('');
 
-      env.clock.advance(RESUME_AFTER_MS);
-      await manageNodePool(env.deps(), instanceArn);
-      s = await eniState(env, instanceArn, eniId);
-      expect(s.leased).toEqual(s.inEc2);
-      expect(s.byState('RELEASING')).toEqual([]);
-      expect(await invariantViolations(env)).toBe('');
+      await expectResumedInStep(instanceArn, eniId);
     });
 
     it('finishes on resume when the node item write fails after the Unassign', async () => {
       env = await startPoolEnv();
-      const { instanceArn, node } = await readyNode(env, { enis: [{ ipCount: 9 }] });
-      const eniId = node.enis[0]!.eniId!;
-      env.clock.advance(RELEASE_DELAY_MS);
+      const { instanceArn, eniId } = await withExcess(env);
 
       const first = await manageNodePool(env.deps({ store: failing(env.store, 'updateNode', 1) }), instanceArn);
 
       expect(first.pendingRelease).toHaveLength(3);
-      let s = await eniState(env, instanceArn, eniId);
+      const s = await eniState(env, instanceArn, eniId);
       expect(s.inEc2).toHaveLength(6);
       expect(s.recorded).toHaveLength(9);
       // The adoption step must not re-lease the recorded-but-unassigned addresses: their leases are RELEASING.
@@ -270,19 +259,12 @@ describe('Pool: release of excess', () => {
       expect(between.adopted).toBe(0);
       expect(await invariantViolations(env)).toBe('');
 
-      env.clock.advance(RESUME_AFTER_MS);
-      await manageNodePool(env.deps(), instanceArn);
-      s = await eniState(env, instanceArn, eniId);
-      expect(s.leased).toEqual(s.inEc2);
-      expect(s.recorded).toEqual(s.inEc2);
-      expect(await invariantViolations(env)).toBe('');
+      await expectResumedInStep(instanceArn, eniId);
     });
 
     it('rolls back the marks already made when the store fails between two marks', async () => {
       env = await startPoolEnv();
-      const { instanceArn, node } = await readyNode(env, { enis: [{ ipCount: 9 }] });
-      const eniId = node.enis[0]!.eniId!;
-      env.clock.advance(RELEASE_DELAY_MS);
+      const { instanceArn, eniId } = await withExcess(env);
 
       await expect(
         manageNodePool(env.deps({ store: failing(env.store, 'markReleasing', 1, 1) }), instanceArn),

@@ -4,6 +4,7 @@ import { ManualClock } from '../../shared/clock.js';
 import { type ControlPlaneConfig, parseControlPlaneConfig } from '../../shared/config/control-plane.js';
 import { instanceArn } from '../../shared/domain/arn.js';
 import type { EniRecord, NodeRecord } from '../../shared/domain/node.js';
+import type { DynamoApi } from '../../shared/dynamo/api.js';
 import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
 import { eniClientToken, podEniTags } from '../../shared/ec2/tags.js';
@@ -30,6 +31,9 @@ export interface PoolEnv {
   readonly dynalite: DynaliteHandle;
   readonly ec2: SdkEc2;
   readonly store: LeaseStore;
+  /** The store's DynamoDB API and table (for the reconciler's partition scan). */
+  readonly api: DynamoApi;
+  readonly tableName: string;
   readonly clock: ManualClock;
   readonly logger: Logger;
   readonly logs: string[];
@@ -73,7 +77,8 @@ export async function startPoolEnv(options: PoolEnvOptions = {}): Promise<PoolEn
       retryMode: 'standard',
     },
   });
-  const store = new DynamoLeaseStore({ api: new SdkDynamoApi(dynamo), tableName });
+  const api = new SdkDynamoApi(dynamo);
+  const store = new DynamoLeaseStore({ api, tableName });
   const vpc = sim.admin.seedVpc('10.0.0.0/16');
   const subnet = sim.admin.seedSubnet(vpc.vpcId, options.subnetCidr ?? '10.0.0.0/20', 'us-east-1a');
   const env: PoolEnv = {
@@ -81,6 +86,8 @@ export async function startPoolEnv(options: PoolEnvOptions = {}): Promise<PoolEn
     dynalite,
     ec2,
     store,
+    api,
+    tableName,
     clock,
     logger,
     logs,

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ENI_TAGS } from '../../shared/ec2/tags.js';
 import { NoFreeLeaseError } from '../../shared/errors.js';
+import { expectedLeases } from '../../shared/lifecycle/pod-eni.js';
 import { POOL_OWNER } from '../../shared/pool/new-eni.js';
 import { manageNodePool } from '../../shared/pool/pool-manager.js';
 import { claimOne, invariantViolations, type PoolEnv, readyNode, startPoolEnv } from './support.js';
@@ -221,6 +222,27 @@ describe('Pool: top-up', () => {
     expect(await invariantViolations(env)).toBe('');
   });
 
+  it('moves a new ENI refused for lack of room to another candidate subnet within the pass, as a launch does', async () => {
+    env = await startPoolEnv();
+    const { instanceArn } = await readyNode(env, { enis: [{ ipCount: 9 }] });
+    const other = env.sim.admin.seedSubnet(env.vpcId, '10.0.16.0/20', 'us-east-1a').subnetId;
+    env.config = { ...env.config, podSubnetIds: [env.subnetId, other] };
+    for (let i = 0; i < 8; i++) await claimOne(env, instanceArn);
+    env.sim.admin.failNext({ action: 'CreateNetworkInterface', code: 'InsufficientFreeAddressesInSubnet', count: 1 });
+
+    const report = await manageNodePool(env.deps(), instanceArn);
+
+    expect(report.leased.length).toBeGreaterThan(0);
+    const added = (await env.store.getNode(instanceArn))!.enis[1]!;
+    expect(added.step).toBe('LEASED');
+    expect(env.logs.some((l) => l.includes('subnet out of addresses; ENI moved'))).toBe(true);
+    // The replanned create got a new token, still salted with the planning time (a pool ENI's token).
+    expect(added.clientToken).toMatch(/^vlp-/);
+    const [eni] = await env.ec2.describeNetworkInterfaces({ eniIds: [added.eniId!] });
+    expect(eni?.subnetId).toBe(added.subnetId);
+    expect(await invariantViolations(env)).toBe('');
+  });
+
   it('adds one ENI, not two, when two passes top up the same full node at once', async () => {
     env = await startPoolEnv();
     const { instanceArn, instanceId } = await readyNode(env, { enis: [{ ipCount: 9 }] });
@@ -236,6 +258,43 @@ describe('Pool: top-up', () => {
       [1, 'LEASED'],
       [2, 'LEASED'],
     ]);
+    expect(await invariantViolations(env)).toBe('');
+  });
+
+  it('keeps the node item’s prefixes in step with EC2 on assign and on release (what adoption and audits read)', async () => {
+    env = await startPoolEnv({
+      config: { prefixDelegation: true, minLeases: 4, warmLowLeases: 3, warmHighLeases: 16 },
+    });
+    const { instanceArn, node } = await readyNode(env, { enis: [{ prefixCount: 1 }] });
+    const eniId = node.enis[0]!.eniId!;
+    for (let i = 0; i < 14; i++) await claimOne(env, instanceArn); // 2 claimable left, under low = 3
+    const inStep = async (): Promise<string[]> => {
+      const [eni] = await env!.ec2.describeNetworkInterfaces({ eniIds: [eniId] });
+      const recorded = (await env!.store.getNode(instanceArn))!;
+      expect([...recorded.enis[0]!.prefixes].sort()).toEqual([...(eni?.prefixes ?? [])].sort());
+      expect(recorded.enis[0]!.addresses).toEqual([]);
+      // The node item alone names exactly the leases that exist (nothing for adoption to re-lease).
+      const leases = await env!.store.listLeases(instanceArn);
+      expect(
+        expectedLeases(recorded, env!.config.maxPods)
+          .map((l) => l.ip)
+          .sort(),
+      ).toEqual(leases.map((l) => l.ip).sort());
+      return [...(eni?.prefixes ?? [])];
+    };
+
+    const topped = await manageNodePool(env.deps(), instanceArn);
+
+    expect(topped.leased).toHaveLength(16); // one more /28
+    expect(await inStep()).toHaveLength(2);
+
+    // Excess: the whole new /28 is idle past the release delay and above the high watermark.
+    env.config = { ...env.config, warmLowLeases: 1, warmHighLeases: 2 };
+    env.clock.advance(env.config.releaseDelayMs);
+    const released = await manageNodePool(env.deps(), instanceArn);
+
+    expect(released.released).toHaveLength(16);
+    expect(await inStep()).toHaveLength(1);
     expect(await invariantViolations(env)).toBe('');
   });
 });

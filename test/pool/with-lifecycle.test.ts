@@ -7,7 +7,6 @@ import type { LifecycleDeps } from '../../shared/lifecycle/deps.js';
 import { LAUNCH_DETAIL_TYPE, TERMINATE_DETAIL_TYPE } from '../../shared/lifecycle/events.js';
 import { createLifecycleRecordHandler } from '../../shared/lifecycle/record-handler.js';
 import { manageNodePool } from '../../shared/pool/pool-manager.js';
-import { SdkReconcileEc2 } from '../../shared/reconcile/ec2.js';
 import { reconcile } from '../../shared/reconcile/reconciler.js';
 import { ACCOUNT, claimOne, invariantViolations, type PoolEnv, REGION, startPoolEnv } from './support.js';
 
@@ -122,7 +121,7 @@ describe('Pool and reconciler on lifecycle-built nodes', () => {
     await new Promise((resolve) => setTimeout(resolve, 20));
     env.clock.advance(env.config.eniMinAgeForGcMs);
     const reconcileDeps = {
-      ec2: new SdkReconcileEc2(env.ec2, env.metrics),
+      ec2: env.ec2,
       store: env.store,
       config: env.config,
       clock: env.clock,

@@ -1,10 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import type { Lease } from '../../shared/domain/lease.js';
-import type { NodeRecord } from '../../shared/domain/node.js';
+import type { EniRecord, NodeRecord } from '../../shared/domain/node.js';
 import type { Ec2Eni } from '../../shared/ec2/port.js';
 import { ENI_TAGS } from '../../shared/ec2/tags.js';
 import { detectDrift } from '../../shared/reconcile/drift.js';
-import { decideEniGc, decideGoneNodes, GC_MARK_TAG } from '../../shared/reconcile/gc-plan.js';
+import {
+  decideEniGc,
+  decideGoneNodes,
+  decideStrayLeases,
+  GC_MARK_TAG,
+  GONE_RETENTION_MS,
+} from '../../shared/reconcile/gc-plan.js';
 
 const NOW = Date.UTC(2026, 0, 1, 12);
 const MIN_AGE = 600_000;
@@ -46,6 +52,20 @@ function node(instanceId: string, extra: Partial<NodeRecord> = {}): NodeRecord {
     updatedAtMs: NOW - 2 * MIN_AGE,
     version: 1,
     ...extra,
+  };
+}
+
+/** A pod ENI record as a READY node keeps it once leased. */
+function leasedEni(eniId: string): EniRecord {
+  return {
+    deviceIndex: 1,
+    networkCardIndex: 0,
+    subnetId: 'subnet-1',
+    clientToken: 't',
+    step: 'LEASED',
+    eniId,
+    addresses: [],
+    prefixes: [],
   };
 }
 
@@ -107,18 +127,7 @@ describe('decideEniGc', () => {
 
   it('reports instead of deleting an ENI a live node records as attached', () => {
     const n = node('i-00000000000000001', {
-      enis: [
-        {
-          deviceIndex: 1,
-          networkCardIndex: 0,
-          subnetId: 'subnet-1',
-          clientToken: 't',
-          step: 'LEASED',
-          eniId: 'eni-a',
-          addresses: [],
-          prefixes: [],
-        },
-      ],
+      enis: [leasedEni('eni-a')],
     });
     expect(gc([eni('eni-a')], [n], [['i-00000000000000001', 'running']])).toEqual([['eni-a', 'keep']]);
     expect(gc([eni('eni-a')], [n], [['i-00000000000000001', 'terminated']])).toEqual([['eni-a', 'mark']]);
@@ -142,23 +151,68 @@ describe('decideGoneNodes', () => {
     const gone = decideGoneNodes({ nowMs: NOW, minAgeMs: MIN_AGE, nodes, instanceStates: states });
     expect(gone.map((n) => n.instanceId)).toEqual(['i-00000000000000002', 'i-00000000000000003']);
   });
+
+  it('keeps GONE items as the audit trail for the retention, counted from the terminate, then prunes them', () => {
+    const terminatedAt = NOW - GONE_RETENTION_MS;
+    const nodes = [
+      // Created long ago, terminated a moment ago: kept, although its instance is long terminated.
+      node('i-00000000000000001', { phase: 'GONE', createdAtMs: NOW - 30 * MIN_AGE, updatedAtMs: NOW - MIN_AGE }),
+      node('i-00000000000000002', { phase: 'GONE', createdAtMs: terminatedAt - MIN_AGE, updatedAtMs: terminatedAt }),
+      // A tombstone for a still-running instance (terminate hook before launch) goes after the retention too.
+      node('i-00000000000000003', { phase: 'GONE', updatedAtMs: terminatedAt - 1 }),
+    ];
+    const states = new Map([
+      ['i-00000000000000001', 'terminated'],
+      ['i-00000000000000003', 'running'],
+    ]);
+    const gone = decideGoneNodes({ nowMs: NOW, minAgeMs: MIN_AGE, nodes, instanceStates: states });
+    expect(gone.map((n) => n.instanceId)).toEqual(['i-00000000000000002', 'i-00000000000000003']);
+    const shorter = decideGoneNodes({
+      nowMs: NOW,
+      minAgeMs: MIN_AGE,
+      goneRetentionMs: MIN_AGE,
+      nodes,
+      instanceStates: states,
+    });
+    expect(shorter).toHaveLength(3);
+  });
+});
+
+describe('decideStrayLeases', () => {
+  const arn = (id: string): string => `arn:aws:ec2:us-east-1:123456789012:instance/${id}`;
+
+  it('removes leases of GONE nodes and of gone instances without a node item, and only reports live ones', () => {
+    const nodes = [node('i-00000000000000001'), node('i-00000000000000002', { phase: 'GONE' })];
+    const strays = decideStrayLeases({
+      leasePartitions: [
+        arn('i-00000000000000001'), // a READY node's leases: fine
+        arn('i-00000000000000002'), // leases after GONE
+        arn('i-00000000000000003'), // no node item, instance terminated
+        arn('i-00000000000000004'), // no node item, instance unknown to EC2
+        arn('i-00000000000000005'), // no node item, instance running: a pod may hold one
+        'not-an-arn',
+      ],
+      nodes,
+      instanceStates: new Map([
+        ['i-00000000000000001', 'running'],
+        ['i-00000000000000002', 'terminated'],
+        ['i-00000000000000003', 'terminated'],
+        ['i-00000000000000005', 'running'],
+      ]),
+    });
+    expect(strays.map((s) => [s.instanceId, s.action, s.goneNode?.phase])).toEqual([
+      ['i-00000000000000002', 'remove', 'GONE'],
+      ['i-00000000000000003', 'remove', undefined],
+      ['i-00000000000000004', 'remove', undefined],
+      ['i-00000000000000005', 'report', undefined],
+    ]);
+  });
 });
 
 describe('detectDrift', () => {
   const instanceId = 'i-00000000000000001';
   const n = node(instanceId, {
-    enis: [
-      {
-        deviceIndex: 1,
-        networkCardIndex: 0,
-        subnetId: 'subnet-1',
-        clientToken: 't',
-        step: 'LEASED',
-        eniId: 'eni-a',
-        addresses: [],
-        prefixes: [],
-      },
-    ],
+    enis: [leasedEni('eni-a')],
   });
   const attached = (id: string, secondaryIps: string[], tags: Record<string, string> = {}) =>
     eni(

@@ -2,9 +2,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { instanceArn } from '../../shared/domain/arn.js';
 import type { NodeRecord } from '../../shared/domain/node.js';
 import { eniClientToken, podEniTags } from '../../shared/ec2/tags.js';
+import { expectedLeases } from '../../shared/lifecycle/pod-eni.js';
 import { manageNodePool } from '../../shared/pool/pool-manager.js';
-import { SdkReconcileEc2 } from '../../shared/reconcile/ec2.js';
-import { GC_MARK_TAG } from '../../shared/reconcile/gc-plan.js';
+import { GC_MARK_TAG, GONE_RETENTION_MS } from '../../shared/reconcile/gc-plan.js';
+import { DynamoLeasePartitions } from '../../shared/reconcile/lease-partitions.js';
 import { type ReconcilerDeps, reconcile } from '../../shared/reconcile/reconciler.js';
 import {
   ACCOUNT,
@@ -28,7 +29,7 @@ const MARK_AGE_MS = 60_000;
 
 function deps(e: PoolEnv): ReconcilerDeps {
   return {
-    ec2: new SdkReconcileEc2(e.ec2, e.metrics),
+    ec2: e.ec2,
     store: e.store,
     config: e.config,
     clock: e.clock,
@@ -249,5 +250,61 @@ describe('Reconciler and pool-manager together', () => {
     const enis = await env.ec2.describeNetworkInterfaces({ tags: { 'vpc-lease:instance-id': instanceId } });
     expect(enis.map((e) => e.eniId).sort()).toEqual(node.enis.map((e) => e.eniId!).sort());
     expect(await invariantViolations(env)).toBe('');
+  });
+});
+
+describe('Reconciler: stray leases and GONE items', () => {
+  it('removes leases no node item stands for, keeps GONE items for their retention, then prunes them', async () => {
+    env = await startPoolEnv();
+    const live = await readyNode(env);
+    const gone = await readyNode(env);
+    const [template] = expectedLeases(gone.node, 1);
+    env.sim.api.terminateInstance(gone.instanceId);
+    await new Promise((resolve) => setTimeout(resolve, 20)); // the simulator's shutdown timer (scaled to 0)
+    // Terminate as the lifecycle does it (partition removed, GONE written)… then a late lease put lands.
+    await env.store.deleteNodePartition(gone.instanceArn);
+    await env.store.createNode({ ...gone.node, phase: 'GONE', updatedAtMs: env.clock.nowMs(), version: 1 });
+    await env.store.putLeases([template!], env.clock.nowMs());
+    // Leases with no node item at all: of an instance EC2 does not know, and of a running one.
+    const unknownArn = instanceArn(REGION, ACCOUNT, 'i-0000000000000beef');
+    const running = env.sim.api.launchInstance({ instanceType: 'm5.large', subnetId: env.subnetId });
+    const runningArn = instanceArn(REGION, ACCOUNT, running.instanceId);
+    await env.store.putLeases(
+      [
+        { ...template!, instanceArn: unknownArn },
+        { ...template!, instanceArn: runningArn },
+      ],
+      env.clock.nowMs(),
+    );
+    const withScan: ReconcilerDeps = {
+      ...deps(env),
+      leasePartitions: new DynamoLeasePartitions(env.api, env.tableName),
+    };
+
+    const report = await reconcile(withScan);
+
+    expect(report.strayLeases.map((s) => [s.instanceArn, s.action]).sort()).toEqual(
+      [
+        [gone.instanceArn, 'remove'],
+        [unknownArn, 'remove'],
+        [runningArn, 'report'],
+      ].sort(),
+    );
+    expect(report.partitionsRemoved).toEqual([]);
+    expect(await env.store.listLeases(gone.instanceArn)).toEqual([]);
+    expect((await env.store.getNode(gone.instanceArn))?.phase).toBe('GONE'); // the audit item is kept
+    expect(await env.store.listLeases(unknownArn)).toEqual([]);
+    expect(await env.store.listLeases(runningArn)).toHaveLength(1);
+    expect(await env.store.listLeases(live.instanceArn)).toHaveLength(6);
+    expect(env.metrics.total('ReconcilerStrayLeasePartitions')).toBe(3);
+
+    // Without the scan, a pass finds none of that (and the GONE item stays until its retention is over).
+    env.clock.advance(GONE_RETENTION_MS - 1);
+    expect((await reconcile(deps(env))).partitionsRemoved).toEqual([]);
+    env.clock.advance(1);
+    const later = await reconcile(withScan);
+    expect(later.partitionsRemoved).toEqual([gone.instanceArn]);
+    expect(await env.store.getNode(gone.instanceArn)).toBeUndefined();
+    expect((await env.store.getNode(live.instanceArn))?.phase).toBe('READY');
   });
 });

@@ -1,0 +1,398 @@
+import { ADDRESSES_PER_PREFIX } from '../domain/limits.js';
+import type { EniRecord, EniStep, NodePhase, NodeRecord } from '../domain/node.js';
+import { Ec2ApiError, isEc2Error } from '../ec2/errors.js';
+import type { Ec2Instance } from '../ec2/port.js';
+import { eniClientToken, LIFECYCLE_OWNER, podEniTags } from '../ec2/tags.js';
+import { errorMessage, VersionConflictError } from '../errors.js';
+import { rankSubnets } from '../planner/subnets.js';
+import { expectedLeases } from './pod-eni.js';
+import {
+  type EniWriter,
+  type PodEniDeps,
+  type PodEniOutcome,
+  type PodEniProgress,
+  type PodEniStepOptions,
+  type StepFailure,
+  strictWriter,
+} from './pod-eni-outcome.js';
+import { candidateSubnets, podSecurityGroups } from './subnets.js';
+import { withdrawLeasesIfNodeLeft } from './withdraw-leases.js';
+
+/** EC2 refused the create for lack of room in the subnet: the ENI may go to another candidate subnet. */
+const SUBNET_FULL = new Set(['InsufficientFreeAddressesInSubnet', 'InsufficientCidrBlocks']);
+
+/** Phases in which a node's leases may exist; anything else means a terminate got there first. */
+const LEASING_PHASES: ReadonlySet<NodePhase> = new Set(['PROVISIONING', 'READY']);
+
+/** Attachments take seconds in EC2; polling faster only spends DescribeNetworkInterfaces tokens. */
+export const ATTACH_POLL_MS = 250;
+
+/**
+ * Takes a node's in-progress pod ENIs on, whatever the node's phase (PROVISIONING for a launch, READY for the
+ * pool): PLANNED → create (ClientToken) → CREATED → attach → ATTACHING → DeleteOnTermination → attached →
+ * ATTACHED → leases → LEASED. Never completes or abandons anything: the caller decides what an outcome means.
+ *
+ * Each step runs over all ENIs at once (parallel EC2 calls through the adapter's concurrency cap) followed by
+ * ONE node write — fewer writes, and the write is what serializes two invocations racing on the same node.
+ * Every step's result is written before the next EC2 call, so a crash resumes from the recorded step and a
+ * step that ran but was not recorded is repeated harmlessly (ClientToken for creates, attachment read-back
+ * for attaches, idempotent modifies and lease puts).
+ */
+export async function advancePodEnis(
+  deps: PodEniDeps,
+  node: NodeRecord,
+  instance: Ec2Instance | undefined,
+  options: PodEniStepOptions = {},
+): Promise<PodEniOutcome> {
+  return new PodEniSteps(deps, node.instanceId, instance, options).advance(node);
+}
+
+class PodEniSteps {
+  private readonly excludedSubnets = new Set<string>();
+  private subnetCidrs: Map<string, string> | undefined;
+  private described: Promise<Ec2Instance> | undefined;
+  private readonly write: EniWriter;
+  private readonly leased: string[] = [];
+  private readonly dropped: EniRecord[] = [];
+
+  /** `known`: the instance as the caller already described it; otherwise read on first need only. */
+  constructor(
+    private readonly deps: PodEniDeps,
+    private readonly instanceId: string,
+    known: Ec2Instance | undefined,
+    private readonly options: PodEniStepOptions,
+  ) {
+    if (known) this.described = Promise.resolve(known);
+    this.write = options.write ?? strictWriter(deps);
+  }
+
+  private instance(): Promise<Ec2Instance> {
+    this.described ??= this.deps.ec2.describeInstance(this.instanceId).then((found) => {
+      if (!found)
+        throw new Ec2ApiError(
+          'DescribeInstances',
+          'InvalidInstanceID.NotFound',
+          'not-found-yet',
+          `failed to describe instance ${this.instanceId}: not visible`,
+        );
+      return found;
+    });
+    return this.described;
+  }
+
+  private progress(): PodEniProgress {
+    return { leased: [...this.leased], dropped: [...this.dropped] };
+  }
+
+  private wait(node: NodeRecord, reason: string, delay: 'attaching' | 'backoff', failures: StepFailure[] = []) {
+    return { kind: 'wait', node, reason, delay, failures, ...this.progress() } as const;
+  }
+
+  async advance(start: NodeRecord): Promise<PodEniOutcome> {
+    let node = start;
+    const gone = (): PodEniOutcome => ({ kind: 'gone', ...this.progress() });
+    const at = (...steps: EniStep[]) => node.enis.filter((e) => steps.includes(e.step));
+    // Each pass makes progress or returns; replanning a full subnet excludes it, which bounds the passes.
+    for (let pass = 0; pass < 32; pass += 1) {
+      if (at('PLANNED').length > 0) {
+        const result = await this.createStep(node, at('PLANNED'));
+        if (!result) return gone();
+        if ('kind' in result) return result;
+        node = result;
+        continue;
+      }
+      if (at('CREATED').length > 0) {
+        const result = await this.stepOver(node, at('CREATED'), (e) => this.attach(e));
+        if (!result) return gone();
+        if ('kind' in result) return result;
+        node = result;
+      }
+      const needDot = at('ATTACHING', 'ATTACHED').filter((e) => e.deleteOnTermination !== true);
+      if (needDot.length > 0) {
+        const result = await this.stepOver(node, needDot, (e) => this.deleteOnTermination(e));
+        if (!result) return gone();
+        if ('kind' in result) return result;
+        node = result;
+      }
+      if (at('ATTACHING').length > 0) {
+        const verified = await this.verifyAttachments(node);
+        if (!verified) return gone();
+        node = verified;
+        if (at('CREATED').length > 0) continue;
+        if (at('ATTACHING').length > 0) return this.wait(node, 'attachments in progress', 'attaching');
+      }
+      if (at('ATTACHED').length > 0) {
+        const leasedNode = await this.leaseStep(node);
+        if (!leasedNode) return gone();
+        node = leasedNode;
+      }
+      return { kind: 'done', node, ...this.progress() };
+    }
+    return this.wait(node, 'pod ENIs made no progress in this invocation', 'backoff');
+  }
+
+  /** Applies `act` to every ENI in parallel, records what succeeded in one write, then judges the failures. */
+  private async stepOver(
+    node: NodeRecord,
+    targets: readonly EniRecord[],
+    act: (eni: EniRecord) => Promise<EniRecord>,
+  ): Promise<NodeRecord | PodEniOutcome | undefined> {
+    const results = await Promise.allSettled(targets.map(act));
+    const updated = new Map<number, EniRecord>();
+    const failures: StepFailure[] = [];
+    results.forEach((r, i) => {
+      const eni = targets[i]!;
+      if (r.status === 'fulfilled') updated.set(eni.deviceIndex, r.value);
+      else failures.push({ eni, err: r.reason });
+    });
+    const saved = updated.size > 0 ? await this.write(node, updated) : node;
+    if (!saved) return undefined;
+    return failures.length > 0 ? this.judge(saved, failures) : saved;
+  }
+
+  /** Unrecoverable EC2 answers refuse; throttling and eventual consistency wait; anything else is thrown. */
+  private judge(node: NodeRecord, failures: StepFailure[]): PodEniOutcome {
+    const ec2Errors = failures.map((f) => f.err).filter((e): e is Ec2ApiError => isEc2Error(e));
+    const unrecoverable = ec2Errors.find((e) => !e.retryable);
+    if (unrecoverable)
+      return {
+        kind: 'refused',
+        node,
+        reason: `${unrecoverable.kind === 'limit' ? 'limits' : 'fatal'}: ${unrecoverable.action} ${unrecoverable.code}: ${errorMessage(unrecoverable.cause ?? unrecoverable)}`,
+        failures,
+        ...this.progress(),
+      };
+    const other = failures.find((f) => !isEc2Error(f.err));
+    if (other) throw other.err;
+    const first = ec2Errors[0]!;
+    return this.wait(node, `EC2 ${first.action}: ${first.code} (${failures.length} ENI(s))`, 'backoff', failures);
+  }
+
+  private async createStep(
+    node: NodeRecord,
+    planned: readonly EniRecord[],
+  ): Promise<NodeRecord | PodEniOutcome | undefined> {
+    const results = await Promise.allSettled(planned.map((e) => this.create(node, e)));
+    const replaced = new Map<number, EniRecord | undefined>();
+    const failures: StepFailure[] = [];
+    for (const [i, r] of results.entries()) {
+      const eni = planned[i]!;
+      if (r.status === 'fulfilled') replaced.set(eni.deviceIndex, r.value);
+      else if (isEc2Error(r.reason) && SUBNET_FULL.has(r.reason.code)) {
+        const moved = await this.replan(eni);
+        if (!moved) this.dropped.push(eni);
+        replaced.set(eni.deviceIndex, moved);
+      } else failures.push({ eni, err: r.reason });
+    }
+    const saved = replaced.size > 0 ? await this.write(node, replaced) : node;
+    if (!saved) return undefined;
+    if (failures.length > 0) return this.judge(saved, failures);
+    const { minLeases } = this.options;
+    if (minLeases === undefined || this.excludedSubnets.size === 0) return saved;
+    const possible = Math.min(
+      this.deps.config.maxPods,
+      saved.enis.reduce(
+        (sum, e) => sum + (e.plannedIpCount ?? 0) + (e.plannedPrefixCount ?? 0) * ADDRESSES_PER_PREFIX,
+        0,
+      ),
+    );
+    if (possible >= minLeases) return saved;
+    return {
+      kind: 'refused',
+      node: saved,
+      reason: `subnets-exhausted: every candidate subnet (${[...this.excludedSubnets].join(', ')}) is out of addresses; ${possible} of minLeases ${minLeases} possible`,
+      failures: [],
+      ...this.progress(),
+    };
+  }
+
+  private async create(node: NodeRecord, e: EniRecord): Promise<EniRecord> {
+    const { config } = this.deps;
+    const eni = await this.deps.ec2.createNetworkInterface({
+      subnetId: e.subnetId,
+      securityGroupIds: podSecurityGroups(config, await this.instance()),
+      ipCount: e.plannedIpCount ?? 0,
+      prefixCount: e.plannedPrefixCount ?? 0,
+      // createdAt comes from the records, not the clock: a retried create must send identical parameters.
+      tags: podEniTags(
+        config.clusterName,
+        this.instanceId,
+        e.deviceIndex,
+        e.plannedAtMs ?? node.createdAtMs,
+        this.options.owner ?? LIFECYCLE_OWNER,
+      ),
+      clientToken: e.clientToken,
+      description: `vpc-lease pod ENI of ${this.instanceId}`,
+    });
+    const subnetCidr = e.subnetCidr ?? (await this.subnetCidr(eni.subnetId));
+    return {
+      ...e,
+      step: 'CREATED',
+      eniId: eni.eniId,
+      mac: eni.mac,
+      subnetCidr,
+      addresses: [...eni.secondaryIps],
+      prefixes: [...eni.prefixes],
+    };
+  }
+
+  /** Moves an ENI refused for lack of room to the candidate subnet with the most room left, or drops it. */
+  private async replan(e: EniRecord): Promise<EniRecord | undefined> {
+    this.excludedSubnets.add(e.subnetId);
+    const instance = await this.instance();
+    const subnets = rankSubnets(
+      await candidateSubnets(this.deps.ec2, this.deps.config, instance),
+      instance.availabilityZone,
+    ).filter((s) => !this.excludedSubnets.has(s.subnetId));
+    for (const s of subnets) this.subnetCidrs?.set(s.subnetId, s.cidr);
+    const best = subnets[0];
+    if (!best) return undefined;
+    const room = best.availableIpCount - 1;
+    const wanted = { ipCount: e.plannedIpCount ?? 0, prefixCount: e.plannedPrefixCount ?? 0 };
+    const request =
+      wanted.prefixCount > 0
+        ? { ipCount: 0, prefixCount: Math.min(wanted.prefixCount, Math.floor(room / ADDRESSES_PER_PREFIX)) }
+        : { ipCount: Math.min(wanted.ipCount, room), prefixCount: 0 };
+    if (request.ipCount + request.prefixCount <= 0) {
+      // Even the roomiest candidate cannot hold this ENI: try the next one.
+      this.excludedSubnets.add(best.subnetId);
+      return this.replan(e);
+    }
+    this.deps.logger.warn('subnet out of addresses; ENI moved', {
+      instanceId: this.instanceId,
+      deviceIndex: e.deviceIndex,
+      from: e.subnetId,
+      to: best.subnetId,
+    });
+    return {
+      ...e,
+      subnetId: best.subnetId,
+      subnetCidr: best.cidr,
+      plannedIpCount: request.ipCount,
+      plannedPrefixCount: request.prefixCount,
+      clientToken: eniClientToken(
+        this.instanceId,
+        e.deviceIndex,
+        { subnetId: best.subnetId, ...request },
+        e.plannedAtMs,
+      ),
+    };
+  }
+
+  private async subnetCidr(subnetId: string): Promise<string> {
+    if (!this.subnetCidrs?.has(subnetId)) {
+      this.subnetCidrs ??= new Map();
+      for (const s of await this.deps.ec2.describeSubnets({ subnetIds: [subnetId] }))
+        this.subnetCidrs.set(s.subnetId, s.cidr);
+    }
+    const cidr = this.subnetCidrs.get(subnetId);
+    if (!cidr)
+      throw new Ec2ApiError(
+        'DescribeSubnets',
+        'InvalidSubnetID.NotFound',
+        'not-found-yet',
+        `failed to read subnet ${subnetId} of a new ENI: not visible yet`,
+      );
+    return cidr;
+  }
+
+  private async attach(e: EniRecord): Promise<EniRecord> {
+    const eniId = e.eniId!;
+    try {
+      const attachmentId = await this.deps.ec2.attachNetworkInterface({
+        eniId,
+        instanceId: this.instanceId,
+        deviceIndex: e.deviceIndex,
+        networkCardIndex: e.networkCardIndex,
+      });
+      return { ...e, step: 'ATTACHING', attachmentId };
+    } catch (err) {
+      if (isEc2Error(err, 'throttling', 'unavailable')) throw err;
+      // An attach that succeeded before a crash (or in a racing invocation) answers "in use" now: read the
+      // attachment back instead.
+      const [current] = await this.deps.ec2.describeNetworkInterfaces({ eniIds: [eniId] });
+      const att = current?.attachment;
+      if (att && att.instanceId === this.instanceId && att.deviceIndex === e.deviceIndex)
+        return {
+          ...e,
+          step: att.status === 'attached' ? 'ATTACHED' : 'ATTACHING',
+          attachmentId: att.attachmentId,
+          ...(att.deleteOnTermination ? { deleteOnTermination: true } : {}),
+        };
+      throw err;
+    }
+  }
+
+  private async deleteOnTermination(e: EniRecord): Promise<EniRecord> {
+    await this.deps.ec2.setDeleteOnTermination(e.eniId!, e.attachmentId!, true);
+    return { ...e, deleteOnTermination: true };
+  }
+
+  /**
+   * One Describe for all ENIs still attaching, repeated up to `attachPolls` times while any still is (the
+   * launch looks once and re-enqueues; the pool waits a few seconds inline, since pods wait on it).
+   */
+  private async verifyAttachments(start: NodeRecord): Promise<NodeRecord | undefined> {
+    const polls = Math.max(1, this.options.attachPolls ?? 1);
+    let node = start;
+    for (let poll = 1; ; poll += 1) {
+      const attaching = node.enis.filter((e) => e.step === 'ATTACHING');
+      // A concurrent pass may have moved them on meanwhile (and an empty id list would describe every ENI).
+      if (attaching.length === 0) return node;
+      const seen = await this.deps.ec2.describeNetworkInterfaces({ eniIds: attaching.map((e) => e.eniId!) });
+      const byId = new Map(seen.map((s) => [s.eniId, s]));
+      const updated = new Map<number, EniRecord>();
+      for (const e of attaching) {
+        const att = byId.get(e.eniId!)?.attachment;
+        if (att?.instanceId === this.instanceId && att.status === 'attached')
+          updated.set(e.deviceIndex, { ...e, step: 'ATTACHED' });
+        else if (!att || att.status === 'detached' || att.status === 'detaching')
+          // Detached behind our back (an operator, a failed attach): attach again.
+          updated.set(e.deviceIndex, { ...e, step: 'CREATED', deleteOnTermination: false });
+      }
+      if (updated.size > 0) {
+        const saved = await this.write(node, updated);
+        if (!saved) return undefined;
+        node = saved;
+      }
+      if (updated.size === attaching.length || poll >= polls) return node;
+      // Bounded by polls, not by the injected clock: the clock stamps leases (tests hold it still), while
+      // this is a real wait on EC2.
+      await (this.options.sleep ?? defaultSleep)(ATTACH_POLL_MS);
+    }
+  }
+
+  private async leaseStep(node: NodeRecord): Promise<NodeRecord | undefined> {
+    const attachedIdx = new Set(node.enis.filter((e) => e.step === 'ATTACHED').map((e) => e.deviceIndex));
+    const room = this.options.leaseRoom === undefined ? Infinity : this.options.leaseRoom - this.leased.length;
+    const leases = expectedLeases(node, this.deps.config.maxPods)
+      .filter((l) => attachedIdx.has(l.deviceIndex))
+      .slice(0, Math.max(0, room));
+    await this.deps.store.putLeases(leases, this.deps.clock.nowMs());
+    const ips = leases.map((l) => l.ip);
+    let saved: NodeRecord | undefined;
+    try {
+      saved = await this.write(
+        node,
+        new Map(
+          node.enis.filter((e) => attachedIdx.has(e.deviceIndex)).map((e) => [e.deviceIndex, { ...e, step: 'LEASED' }]),
+        ),
+      );
+    } catch (err) {
+      if (err instanceof VersionConflictError) await this.withdrawIfNodeLeft(node, ips);
+      throw err;
+    }
+    if (!saved) await this.withdrawIfNodeLeft(node, ips);
+    else this.leased.push(...ips);
+    return saved;
+  }
+
+  /** The lease put raced a terminate (our node write lost to it): take the leases out again. */
+  private async withdrawIfNodeLeft(node: NodeRecord, ips: readonly string[]): Promise<void> {
+    await withdrawLeasesIfNodeLeft(this.deps.store, this.deps.clock.nowMs(), node.instanceArn, ips, LEASING_PHASES);
+  }
+}
+
+function defaultSleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
