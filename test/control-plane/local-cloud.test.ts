@@ -71,9 +71,11 @@ describe('Lifecycle Lambda on the local cloud under faults', () => {
     c = await LifecycleCloud.start({ sqs: { duplicateRate: 0.5 } });
     c.createGroup('dup', 'm5.large', 4);
     const instances = await eventually('dup InService', allInService('dup', 4));
-    // Nothing failed or timed out here, so a message seen twice is an injected duplicate.
-    expect(c.mapping.stats().recordsFailed).toBe(0);
+    // Half the receives leave a duplicate behind. On a loaded machine duplicates overlap and the loser of the
+    // node item's conditional write may fail its record, to be redelivered: legitimate at-least-once traffic,
+    // so no failure count is asserted — only that messages were seen twice and none ended in the DLQ.
     expect([...c.messageDeliveries.values()].filter((n) => n > 1).length).toBeGreaterThan(0);
+    expect(c.dlq.counts().visible).toBe(0);
     for (const { instanceId } of instances) {
       const enis = await c.deps.ec2.describeNetworkInterfaces({ tags: { 'vpc-lease:instance-id': instanceId } });
       expect(enis).toHaveLength(2);
