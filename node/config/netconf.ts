@@ -1,5 +1,6 @@
 import { type ConfigOf, validate } from '../../shared/config/schema.js';
-import { ValidationError } from '../../shared/errors.js';
+import { errorMessage, ValidationError } from '../../shared/errors.js';
+import { parseCidr } from '../../shared/ipv4.js';
 import { CniCode, CniError } from '../cni/errors.js';
 
 /**
@@ -11,7 +12,26 @@ export const netconfSchema = {
     kind: 'enum',
     default: 'l2',
     values: ['l2', 'l3', 'l3s'],
-    doc: 'ipvlan mode of the pod links; l3/l3s need per-ENI tables (not in this build).',
+    doc: 'ipvlan mode of the pod links; l3/l3s route through one table per ENI and one rule per pod.',
+  },
+  hostVeth: {
+    kind: 'bool',
+    default: true,
+    doc: 'An unnumbered veth to the host (ipvlan cannot reach its master): host and service traffic, NodePort replies.',
+  },
+  serviceCidrs: {
+    kind: 'stringList',
+    default: [],
+    itemPattern: /^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/,
+    itemHint: 'an IPv4 CIDR',
+    doc: 'Routed from the pod through the host veth (the cluster’s service ranges).',
+  },
+  routeTableBase: {
+    kind: 'int',
+    default: 1_000,
+    min: 256,
+    max: 2_000_000_000,
+    doc: 'L3/L3S: the ENI with device index N routes through table routeTableBase + N.',
   },
   mtu: { kind: 'int', default: 0, min: 0, max: 9216, doc: 'Pod link MTU; 0 takes the MTU of the ENI.' },
   tableName: {
@@ -106,6 +126,22 @@ const NETWORK_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
  * Validates a netconf. Unknown fields are refused with code 2 (the spec lets a plugin refuse them, and a typo
  * like `mtU` silently ignored is worse); bad values of known fields with code 7, every problem at once.
  */
+/** Service CIDRs must be network addresses (the kernel refuses a route with host bits) and need the veth. */
+function serviceCidrProblems(cidrs: unknown, hostVeth: unknown): string[] {
+  if (!Array.isArray(cidrs)) return [];
+  const problems: string[] = [];
+  for (const cidr of cidrs) {
+    if (typeof cidr !== 'string' || !/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/.test(cidr)) continue; // reported above
+    try {
+      parseCidr(cidr);
+    } catch (err) {
+      problems.push(`serviceCidrs: ${errorMessage(err)}`);
+    }
+  }
+  if (cidrs.length > 0 && hostVeth === false) problems.push('serviceCidrs: need hostVeth (they are routed through it)');
+  return problems;
+}
+
 export function parseNetconf(netconf: Readonly<Record<string, unknown>>): PluginConfig {
   const unknown = Object.keys(netconf).filter(
     (k) => !WELL_KNOWN.has(k) && !k.startsWith('cni.dev/') && !(k in netconfSchema),
@@ -128,8 +164,11 @@ export function parseNetconf(netconf: Readonly<Record<string, unknown>>): Plugin
   // Cross-field and gap checks read the raw input, so they are reported even when another field is bad.
   const mtu = netconf['mtu'];
   if (typeof mtu === 'number' && mtu > 0 && mtu < 68) problems.push(`mtu: must be 0 or at least 68, got ${mtu}`);
-  const mode = netconf['mode'];
-  if (mode === 'l3' || mode === 'l3s') problems.push(`mode: ${mode} is not supported by this build (only l2)`);
+  problems.push(...serviceCidrProblems(netconf['serviceCidrs'], netconf['hostVeth']));
+  // Refused rather than ignored: pod traffic leaves through the pod's own ENI with its VPC address, never
+  // through the host's netfilter in L2/L3, so a masquerade rule would silently do nothing there.
+  if (netconf['ipMasq'] === true)
+    problems.push('ipMasq: not supported (pods leave through their own ENI; use a NAT gateway for the internet)');
   if (problems.length > 0 || !config)
     throw new CniError(CniCode.invalidConfig, 'invalid network configuration', problems.join('; '));
   return { ...config, name: name as string };

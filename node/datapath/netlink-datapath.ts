@@ -7,6 +7,7 @@ import { formatIpv4 } from '../../shared/ipv4.js';
 import type { Logger } from '../../shared/log.js';
 import { loadNetnsAddon } from './native.js';
 import { NetnsMissingError, NotANetnsError, openNetns } from './netns.js';
+import { inspectPodRouting, podRoutingSpec, setupPodRouting, withPodNetns } from './pod-routing.js';
 import type { Datapath, PodLink, PodLinkSpec, PodLinkState } from './port.js';
 import { deletePodLink } from './teardown.js';
 import { faultPoint, type TestHooks } from './test-hooks.js';
@@ -228,6 +229,16 @@ export class NetlinkDatapath implements Datapath {
       );
       faultPoint(this.hooks, 'add-route');
 
+      // L3/L3S table and rule, host veth: each step pushes its undo on the same stack.
+      if (spec.routing) {
+        await setupPodRouting(
+          { host: this.host, pod: podSocket, podNsFd: nsFd },
+          podRoutingSpec(spec, spec.routing, master.data.index, mtu),
+          undo,
+          (step) => faultPoint(this.hooks, step),
+        );
+      }
+
       const [link] = await nl(`read ${spec.ifName} back`, () =>
         podSocket.getLink({ index: linkIndex }, undefined, opts),
       );
@@ -280,6 +291,20 @@ export class NetlinkDatapath implements Datapath {
 
   teardown(netnsPath: string, ifName: string): Promise<'removed' | 'absent'> {
     return deletePodLink(netnsPath, ifName);
+  }
+
+  async inspectRouting(spec: PodLinkSpec): Promise<string[]> {
+    const routing = spec.routing;
+    if (!routing) return [];
+    const masterIndex = (await this.findMaster(spec.masterMac))?.data.index;
+    if (masterIndex === undefined) return [`no host interface has the ENI's MAC ${spec.masterMac}`];
+    const problems = await withPodNetns(this.nl.createRtNetlink, spec.netnsPath, (pod) =>
+      inspectPodRouting(
+        { host: this.host, pod: pod.socket, podNsFd: pod.nsFd },
+        podRoutingSpec(spec, routing, masterIndex, spec.mtu),
+      ),
+    );
+    return problems ?? [`network namespace ${spec.netnsPath} is gone`];
   }
 
   async inspect(netnsPath: string, ifName: string): Promise<PodLinkState | undefined> {

@@ -1,7 +1,11 @@
+import type { PodRouting } from './pod-routing.js';
+
 /**
  * The node's datapath port: what ADD, DEL and CHECK need from the kernel. One real adapter
- * (`netlink-datapath.ts`, rtnetlink through the `netlink` package); the L3/L3S per-ENI tables and rules and the
- * host veth (issue 8) extend `setup`/`teardown` with more undoable steps.
+ * (`netlink-datapath.ts`, rtnetlink through the `netlink` package). Beside the ipvlan link, `setup` builds what
+ * `PodLinkSpec.routing` asks for (pod-routing.ts): the L3/L3S per-ENI table and the pod's rule, and the host
+ * veth; `inspectRouting` is CHECK's half of it. DEL's half (routing-teardown.ts) works on raw rtnetlink
+ * messages, like the link deletion in teardown.ts.
  */
 export type IpvlanMode = 'l2' | 'l3' | 'l3s';
 
@@ -18,6 +22,8 @@ export interface PodLinkSpec {
   /** 0 = the master's MTU. */
   readonly mtu: number;
   readonly mode: IpvlanMode;
+  /** Tables, rules and the host veth; absent: the ipvlan link alone (L2 without a host veth). */
+  readonly routing?: PodRouting;
 }
 
 export interface PodLink {
@@ -48,6 +54,8 @@ export interface Datapath {
   setup(spec: PodLinkSpec): Promise<PodLink>;
   /** Removes the pod's link; a missing netns or link is success ('absent'). */
   teardown(netnsPath: string, ifName: string): Promise<'removed' | 'absent'>;
+  /** CHECK: what is missing or wrong in what `spec.routing` asked for (empty: all as ADD left it). */
+  inspectRouting(spec: PodLinkSpec): Promise<string[]>;
   /** The link as the kernel sees it now; undefined when the netns or the link is missing. */
   inspect(netnsPath: string, ifName: string): Promise<PodLinkState | undefined>;
   /** Whether an interface with this MAC exists in the host namespace (STATUS, CHECK). */

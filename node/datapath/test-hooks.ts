@@ -1,11 +1,13 @@
 import { VpcLeaseError } from '../../shared/errors.js';
 import { CniCode, CniError } from '../cni/errors.js';
+import { ROUTING_STEPS, type RoutingStep } from './pod-routing.js';
 
 /**
  * Test-only switches, honoured only with VPC_LEASE_TEST_MODE=1 and refused otherwise, so a stray variable on a
  * real node can never change what the plugin does:
  * - VPC_LEASE_TEST_LINK_KIND=macvlan: this machine's kernel has no ipvlan; macvlan takes the same netlink path.
- * - VPC_LEASE_TEST_FAIL_AT=<step>: fail right after <step> completed, to prove its undo runs.
+ * - VPC_LEASE_TEST_FAIL_AT=<step>: fail right after <step> completed, to prove its undo runs. The steps of
+ *   ROUTING_STEPS (tables, rules, host veth) run only in the configurations that need them (L3/L3S, hostVeth).
  */
 export const FAULT_STEPS = [
   'journal-intent',
@@ -21,7 +23,8 @@ export const FAULT_STEPS = [
   'read-back',
   'print-result',
 ] as const;
-export type FaultStep = (typeof FAULT_STEPS)[number];
+export type FaultStep = (typeof FAULT_STEPS)[number] | RoutingStep;
+const ALL_STEPS: readonly string[] = [...FAULT_STEPS, ...ROUTING_STEPS];
 
 export interface TestHooks {
   readonly linkKind: 'ipvlan' | 'macvlan';
@@ -47,7 +50,7 @@ export function testHooksFromEnv(env: NodeJS.ProcessEnv): TestHooks {
     );
   if (kind && kind !== 'ipvlan' && kind !== 'macvlan')
     throw new CniError(CniCode.invalidEnvironment, `VPC_LEASE_TEST_LINK_KIND must be ipvlan or macvlan, got ${kind}`);
-  if (failAt && !(FAULT_STEPS as readonly string[]).includes(failAt))
+  if (failAt && !ALL_STEPS.includes(failAt))
     throw new CniError(CniCode.invalidEnvironment, `VPC_LEASE_TEST_FAIL_AT: unknown step ${failAt}`);
   return {
     linkKind: kind === 'macvlan' ? 'macvlan' : 'ipvlan',

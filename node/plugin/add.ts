@@ -7,11 +7,13 @@ import { appendResult, formatResult, parsePrevResult } from '../cni/result.js';
 import type { CniOutput } from '../cni/skel.js';
 import { checkNetns } from '../datapath/netns.js';
 import type { PodLink } from '../datapath/port.js';
+import { teardownPodRouting } from '../datapath/routing-teardown.js';
 import { faultPoint } from '../datapath/test-hooks.js';
 import { UndoStack } from '../datapath/undo.js';
 import { writerAlive } from '../journal/journal.js';
 import { classify } from './classify.js';
 import type { CallContext } from './context.js';
+import { podRouting, routingTeardown } from './routing.js';
 
 const IN_FLIGHT_LIMIT_MS = 120_000;
 
@@ -101,6 +103,7 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
         link = { ifName: req.ifName, mac: state.mac, mtu: state.mtu, sandbox: req.netns };
     }
     if (!link) {
+      const routing = podRouting(config, req.containerId, claimed.deviceIndex);
       link = await datapath.setup({
         netnsPath: req.netns,
         ifName: req.ifName,
@@ -110,11 +113,14 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
         gateway: claimed.gateway,
         mtu: config.mtu,
         mode: config.mode,
+        ...(routing ? { routing } : {}),
       });
     }
     // Also for a link a previous ADD built: the claim is released on failure, so its address must go too.
     undo.push('datapath', async () => {
       await datapath.teardown(req.netns, req.ifName);
+      const routing = routingTeardown(config, req, claimed);
+      if (routing) await teardownPodRouting(req.netns, routing);
     });
 
     const ours: CniResult = {

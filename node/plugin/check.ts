@@ -5,6 +5,7 @@ import { parsePrevResult } from '../cni/result.js';
 import type { CniOutput } from '../cni/skel.js';
 import { classify } from './classify.js';
 import type { CallContext } from './context.js';
+import { podRouting } from './routing.js';
 
 function mismatch(what: string): CniError {
   return new CniError(CniCode.checkFailed, 'CHECK failed', what);
@@ -16,7 +17,7 @@ function mismatch(what: string): CniError {
  * prevResult names the same interface and address.
  */
 export async function cmdCheck(ctx: CallContext): Promise<CniOutput> {
-  const { request: req, journal, log } = ctx;
+  const { request: req, config, journal, log } = ctx;
   try {
     if (req.netconf['prevResult'] === undefined)
       throw new CniError(CniCode.invalidConfig, 'CHECK needs the prevResult of the ADD');
@@ -51,6 +52,21 @@ export async function cmdCheck(ctx: CallContext): Promise<CniOutput> {
       throw mismatch(`default route is via ${state.defaultGateway ?? 'nothing'}, not ${lease.gateway}`);
     const prevMac = prev.interfaces[ifIndex]?.mac;
     if (prevMac !== undefined && prevMac !== state.mac) throw mismatch(`link MAC ${state.mac} is not ${prevMac}`);
+    const routing = podRouting(config, req.containerId, lease.deviceIndex);
+    if (routing) {
+      const problems = await datapath.inspectRouting({
+        netnsPath: req.netns,
+        ifName: req.ifName,
+        masterMac: lease.mac,
+        ip: lease.ip,
+        prefixLength: parseCidr(lease.subnetCidr).prefixLength,
+        gateway: lease.gateway,
+        mtu: state.mtu,
+        mode: config.mode,
+        routing,
+      });
+      if (problems.length > 0) throw mismatch(problems.join('; '));
+    }
     log.info('checked', { ip: lease.ip });
     return undefined;
   } catch (err) {

@@ -1,8 +1,10 @@
 import type { CniOutput } from '../cni/skel.js';
 import { checkNetns } from '../datapath/netns.js';
+import { teardownPodRouting } from '../datapath/routing-teardown.js';
 import { deletePodLink } from '../datapath/teardown.js';
 import { classify } from './classify.js';
 import type { CallContext } from './context.js';
+import { routingTeardown } from './routing.js';
 
 /**
  * DEL is idempotent (kubernetes#43014): a missing netns, link, record or lease is success. With the journal's
@@ -18,6 +20,16 @@ export async function cmdDel(ctx: CallContext): Promise<CniOutput> {
     let link: 'removed' | 'absent' = 'absent';
     // A pod whose netns is already gone took its link with it: no need to load netlink at all.
     if (netns !== '' && netnsExists(netns)) link = await deletePodLink(netns, req.ifName);
+    // Rule, table route and host veth go before the release: once released (with no cooldown) the address may be
+    // claimed by a parallel ADD, whose identical rule this DEL would then delete.
+    const routing = routingTeardown(config, req, { ip: record?.ip, deviceIndex: record?.placement?.deviceIndex });
+    // The pod-side iptables removal runs on while the store answers; awaited before DEL reports success.
+    const pending: Promise<unknown>[] = [];
+    const defer = (p: Promise<unknown>): void => {
+      p.catch(() => undefined); // awaited below; if the release fails first, DEL reports that error instead
+      pending.push(p);
+    };
+    if (routing) await teardownPodRouting(netns, routing, { deferPodMarks: defer });
     marks['teardown'] = performance.now();
     const identity = await ctx.identity();
     const store = await ctx.store();
@@ -38,6 +50,11 @@ export async function cmdDel(ctx: CallContext): Promise<CniOutput> {
             config.reuseWaitMs,
           )
         : undefined;
+    // Without a record the address was unknown until the store released it; its rule and table route go now.
+    const releasedLease = released ?? fallback;
+    if (routing && routing.podIp === undefined && releasedLease)
+      await teardownPodRouting(netns, { ...routing, ...routingTeardown(config, req, releasedLease) });
+    await Promise.all(pending);
     journal.remove(req.containerId, req.ifName);
     marks['release'] = performance.now();
     const sinceStartMs = Object.fromEntries(Object.entries(marks).map(([k, v]) => [k, Math.round(v)]));

@@ -1,8 +1,10 @@
 import { existsSync } from 'node:fs';
 import { CniCode, CniError } from '../cni/errors.js';
 import type { CniOutput } from '../cni/skel.js';
+import { teardownPodRouting } from '../datapath/routing-teardown.js';
 import { classify } from './classify.js';
 import type { CallContext } from './context.js';
+import { routingTeardown } from './routing.js';
 
 interface Attachment {
   readonly containerId: string;
@@ -48,6 +50,8 @@ export async function cmdGc(ctx: CallContext): Promise<CniOutput> {
       if (holder.netns && existsSync(holder.netns)) {
         await (await ctx.datapath()).teardown(holder.netns, holder.ifName);
       }
+      const routing = routingTeardown(config, holder, lease);
+      if (routing) await teardownPodRouting(holder.netns ?? '', routing);
       const out = await store.release(identity.instanceArn, holder, nowMs, config.reuseWaitMs, lease.ip);
       if (out) released += 1;
       journal.remove(holder.containerId, holder.ifName);

@@ -61,10 +61,12 @@ function leftovers(): string[] {
   const ns = execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' })
     .split('\n')
     .map((l) => l.split(' ')[0] ?? '')
-    .filter((n) => n.startsWith('vlns-'));
+    .filter((n) => /^vlns-[0-9a-f]{4}-\d+$/.test(n));
   const links = (JSON.parse(execFileSync('ip', ['-j', 'link', 'show'], { encoding: 'utf8' })) as { ifname: string }[])
     .map((l) => l.ifname)
-    .filter((n) => /^vl[hpx][0-9a-f]{4}/.test(n));
+    // Exactly host-net.ts's shapes (`vlh`/`vlp` + 4 hex run id + counter, `vlx` + run id + a|b|i), so links other
+    // suites make at the same time (vitest runs two files at once) are not mistaken for ours.
+    .filter((n) => /^vl[hp][0-9a-f]{4}\d{1,4}$|^vlx[0-9a-f]{4}[abi]$/.test(n));
   return [...ns, ...links];
 }
 

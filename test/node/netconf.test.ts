@@ -49,7 +49,8 @@ describe('parseNetconf', () => {
       expect(caught?.details).toContain(`${field}:`);
   });
 
-  it('refuses l3 and l3s until their tables and rules are built (issue 8)', () => {
-    expect(() => parseNetconf({ ...base, mode: 'l3' })).toThrow(expect.objectContaining({ code: 7 }));
+  it('accepts the three ipvlan modes and refuses any other', () => {
+    for (const mode of ['l2', 'l3', 'l3s']) expect(parseNetconf({ ...base, mode }).mode).toBe(mode);
+    expect(() => parseNetconf({ ...base, mode: 'l4' })).toThrow(expect.objectContaining({ code: 7 }));
   });
 });

@@ -322,7 +322,8 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
     expect(await holderOf('gc-1')).toBeDefined();
     expect(await holderOf('gc-2')).toBeUndefined();
     expect(await holderOf('gc-3')).toBeUndefined();
-    expect(f.podLinks(pods[0]!.netns)).toEqual(['eth0']);
+    // The live pod keeps its ipvlan link and its host veth (on by default).
+    expect(f.podLinks(pods[0]!.netns)).toEqual(['eth0', 'vh-eth0']);
     expect(f.podLinks(pods[1]!.netns)).toEqual([]);
     expect(journal().read('gc-2', 'eth0')).toBeUndefined();
     const noList = await f.run('GC', {}, f.netconf('1.1.0'));

@@ -55,6 +55,19 @@ const BOOT_MODULES = [
   'overlay',
 ];
 
+/** Link kinds, and what iptables (nf_tables backend) needs for the plugin's NodePort connmark rules. */
+const GUEST_MODULES = [
+  'ipvlan',
+  'macvlan',
+  'dummy',
+  'veth',
+  'nf_tables',
+  'nft_compat',
+  'xt_connmark',
+  'xt_mark',
+  'xt_addrtype',
+];
+
 export const VM_PACKAGES = ['qemu-system-x86', 'linux-image-amd64', 'busybox-static', 'cpio', 'kmod'];
 
 /** Why the VM cannot run here, or undefined when it can. */
@@ -162,7 +175,8 @@ export async function runInVm(command: readonly string[], options: VmOptions = {
     job,
     [
       ...Object.entries(env).map(([k, v]) => `export ${k}=${shellQuote(v)}`),
-      'modprobe -a ipvlan macvlan dummy veth 2>/dev/null',
+      // Loaded up front: the kernel's own module autoloading runs modprobe in the initramfs root, which has none.
+      `modprobe -a ${GUEST_MODULES.join(' ')} 2>/dev/null`,
       `cd ${shellQuote(options.cwd ?? process.cwd())} || exit 125`,
       command.map(shellQuote).join(' '),
     ].join('\n'),

@@ -1,12 +1,23 @@
 /** Entry point of the in-guest suite (bundled to one file and run with plain node inside the VM). */
-import { kernelCases } from './kernel-cases.js';
-import { runGuestCases } from './runner.js';
+import { GuestNode } from './guest-node.js';
+import { guestCases } from './plugin-cases.js';
+import { type GuestCase, runGuestCases } from './runner.js';
 
-const resultFile = process.argv[2];
-if (!resultFile) {
-  console.error('usage: guest.mjs <result-file>');
+const [resultFile, cni] = process.argv.slice(2);
+if (!resultFile || !cni) {
+  console.error('usage: guest.mjs <result-file> <path of the built vpc-lease-cni>');
   process.exit(2);
 }
-const cases = [...kernelCases];
+let node: GuestNode | undefined;
+const cases: GuestCase[] = guestCases(
+  async () => {
+    node = await GuestNode.start(cni);
+  },
+  () => {
+    if (!node) throw new Error('the guest node did not start');
+    return node;
+  },
+);
 const failed = await runGuestCases(cases, resultFile);
+await node?.close();
 process.exit(failed > 0 ? 1 : 0);

@@ -1,0 +1,234 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { closeSync, existsSync, openSync } from 'node:fs';
+import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
+import { VpcLeaseError } from '../../shared/errors.js';
+import { loadNetnsAddon } from './native.js';
+import { listRules } from './pod-rules.js';
+import {
+  AF_INET,
+  CREATE_EXCL,
+  CREATE_REPLACE,
+  errnoOf,
+  ipv4Bytes,
+  REQUEST_TIMEOUT_MS,
+  RT_TABLE_MAIN,
+  rtnl,
+  rtnlDelete,
+} from './rtnl.js';
+
+/**
+ * NodePort (and hostPort) return traffic. A connection that reaches the pod through the host — kube-proxy's
+ * DNAT on the host, then the host veth — must be answered through the host too, or the reply leaves through the
+ * ipvlan link with the pod's address and never meets the conntrack entry that would undo the DNAT.
+ *
+ * - In the pod: connections that arrive on the host veth get connmark 0x80; replies restore it as the packet
+ *   mark, and `fwmark 0x80/0x80 lookup 117` sends them to a table whose default route is the host veth.
+ * - On the host (L3/L3S, where ipvlan routes the pod's packets in the host namespace): connections arriving on
+ *   a non-pod interface for a local address get the same mark, packets from the pod veths restore it, and
+ *   `fwmark 0x80/0x80 lookup main` (priority 1024, before the pods' `from <ip>` rules) keeps the reply on the
+ *   host's path instead of the ENI's table. This part is node-wide and installed once; it is never removed per
+ *   pod, since every pod shares it.
+ *
+ * iptables only with fixed arguments through execFile-style spawns (no shell); the only variable part is the
+ * pod veth's name, which the plugin derives itself (`vh-<ifName>`, already checked by the skel).
+ */
+export const CONNMARK = 0x80;
+export const HOST_FWMARK_RULE_PRIORITY = 1_024;
+export const POD_RETURN_TABLE = 117;
+export const POD_FWMARK_RULE_PRIORITY = 100;
+const HOST_CHAIN = 'VPC-LEASE-NODEPORT';
+const HOST_VETH_PREFIX = 'vlh+';
+const SAFE_NAME = /^[A-Za-z0-9_.-]{1,15}$/;
+const SPAWN_TIMEOUT_MS = 10_000;
+const SAFE_PATH = '/usr/sbin:/usr/bin:/sbin:/bin';
+
+export class IptablesError extends VpcLeaseError {}
+
+function iptablesBinary(name: 'iptables' | 'iptables-restore'): string {
+  for (const dir of ['/usr/sbin', '/sbin', '/usr/bin', '/bin']) {
+    const path = `${dir}/${name}`;
+    if (existsSync(path)) return path;
+  }
+  throw new IptablesError(`${name} is not installed (needed for the NodePort connmark rules)`);
+}
+
+function run(file: string, args: readonly string[], input?: string): { status: number; stderr: string } {
+  const out = spawnSync(file, args, {
+    input,
+    encoding: 'utf8',
+    timeout: SPAWN_TIMEOUT_MS,
+    stdio: ['pipe', 'ignore', 'pipe'],
+    env: { PATH: SAFE_PATH },
+  });
+  if (out.error) throw new IptablesError(`failed to run ${file}: ${out.error.message}`, { cause: out.error });
+  return { status: out.status ?? 1, stderr: out.stderr ?? '' };
+}
+
+/**
+ * Runs `fn` with this thread in the pod's netns: a synchronous spawn forks from this thread, so the child
+ * (iptables) starts in the pod's namespace. Nothing else runs meanwhile — the event loop is blocked.
+ */
+function inNetns<T>(podNsFd: number, fn: () => T): T {
+  const addon = loadNetnsAddon();
+  const self = openSync('/proc/thread-self/ns/net', 'r');
+  try {
+    addon.setns(podNsFd);
+    try {
+      return fn();
+    } finally {
+      addon.setns(self);
+    }
+  } finally {
+    closeSync(self);
+  }
+}
+
+function podRules(podVeth: string): string[] {
+  if (!SAFE_NAME.test(podVeth)) throw new IptablesError(`refusing interface name ${podVeth}`);
+  const mark = `0x${CONNMARK.toString(16)}/0x${CONNMARK.toString(16)}`;
+  return [
+    `PREROUTING -i ${podVeth} -j CONNMARK --set-xmark ${mark}`,
+    `OUTPUT -m connmark --mark ${mark} -j MARK --set-xmark ${mark}`,
+  ];
+}
+
+/** Installs the pod-side mark rules (one iptables-restore, no flush of anything else). */
+export function installPodConnmark(podNsFd: number, podVeth: string): void {
+  const input = ['*mangle', ...podRules(podVeth).map((r) => `-A ${r}`), 'COMMIT', ''].join('\n');
+  const res = inNetns(podNsFd, () => run(iptablesBinary('iptables-restore'), ['-w', '5', '--noflush'], input));
+  if (res.status !== 0) throw new IptablesError(`failed to install the pod connmark rules: ${res.stderr.trim()}`);
+}
+
+/** Removes the pod-side mark rules; rules already gone are fine (DEL and undo are idempotent). */
+export function removePodConnmark(podNsFd: number, podVeth: string): 'removed' | 'absent' {
+  const rules = podRules(podVeth);
+  const input = ['*mangle', ...rules.map((r) => `-D ${r}`), 'COMMIT', ''].join('\n');
+  return inNetns(podNsFd, () => {
+    if (run(iptablesBinary('iptables-restore'), ['-w', '5', '--noflush'], input).status === 0) return 'removed';
+    // Some rule was missing (the whole restore is refused then): delete what is there one by one.
+    let removed = false;
+    for (const rule of rules) {
+      const res = run(iptablesBinary('iptables'), ['-w', '5', '-t', 'mangle', '-D', ...rule.split(' ')]);
+      removed ||= res.status === 0;
+    }
+    return removed ? 'removed' : 'absent';
+  });
+}
+
+/**
+ * The same removal, started in the background: the child is forked in the pod's netns right away (the fork is
+ * part of spawn(), so the netns switch around it is enough) and its exit awaited later, so DEL's ~20 ms of
+ * iptables overlap its store request. Only when the one-shot restore is refused (some rule was already gone)
+ * does it fall back to the rule-by-rule removal, in a netns opened again by path.
+ */
+export function startRemovePodConnmark(
+  podNsFd: number,
+  podVeth: string,
+  reopen: () => number | undefined,
+): Promise<'removed' | 'absent'> {
+  const input = ['*mangle', ...podRules(podVeth).map((r) => `-D ${r}`), 'COMMIT', ''].join('\n');
+  const file = iptablesBinary('iptables-restore');
+  const child = inNetns(podNsFd, () =>
+    spawn(file, ['-w', '5', '--noflush'], { stdio: ['pipe', 'ignore', 'ignore'], env: { PATH: SAFE_PATH } }),
+  );
+  child.stdin?.on('error', () => undefined); // a child that failed to start reports through 'error' below
+  child.stdin?.end(input);
+  return new Promise((resolve, reject) => {
+    child.once('error', (err) => reject(new IptablesError(`failed to run ${file}: ${err.message}`, { cause: err })));
+    child.once('close', (code) => {
+      if (code === 0) return resolve('removed');
+      const fd = reopen();
+      if (fd === undefined) return resolve('absent');
+      try {
+        resolve(removePodConnmark(fd, podVeth));
+      } catch (err) {
+        reject(err);
+      } finally {
+        closeSync(fd);
+      }
+    });
+  });
+}
+
+/** Lists the mangle rules of a namespace as iptables-save prints them (CHECK and tests). */
+export function mangleRules(podNsFd?: number): string[] {
+  const read = (): string[] => {
+    const out = spawnSync(iptablesBinary('iptables'), ['-w', '5', '-t', 'mangle', '-S'], {
+      encoding: 'utf8',
+      timeout: SPAWN_TIMEOUT_MS,
+      env: { PATH: SAFE_PATH },
+    });
+    if (out.status !== 0) throw new IptablesError(`failed to list mangle rules: ${out.stderr}`);
+    return out.stdout.split('\n').filter((l) => l.startsWith('-A '));
+  };
+  return podNsFd === undefined ? read() : inNetns(podNsFd, read);
+}
+
+/** The pod's return path: `fwmark 0x80/0x80 lookup 117`, and table 117's default route via the host veth. */
+export async function addPodReturnPath(
+  pod: RtNetlinkSocket,
+  spec: { readonly podIndex: number; readonly hostIp: string },
+): Promise<void> {
+  await rtnl('add the pod return route through the host veth', () =>
+    pod.newRoute(
+      { family: AF_INET, dstLen: 0, table: POD_RETURN_TABLE, protocol: 'BOOT', scope: 'UNIVERSE', type: 'UNICAST' },
+      { table: POD_RETURN_TABLE, gateway: ipv4Bytes(spec.hostIp), oif: spec.podIndex },
+      { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_REPLACE },
+    ),
+  );
+  try {
+    await pod.newRule(
+      { family: AF_INET, table: POD_RETURN_TABLE, action: 1 },
+      { fwmark: CONNMARK, fwmask: CONNMARK, table: POD_RETURN_TABLE, priority: POD_FWMARK_RULE_PRIORITY },
+      { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL },
+    );
+  } catch (err) {
+    // A second attachment in the same pod shares the rule.
+    if (errnoOf(err) !== 'EEXIST') await rtnl('add the pod fwmark rule', () => Promise.reject(err));
+  }
+}
+
+export async function removePodReturnRule(pod: RtNetlinkSocket): Promise<'removed' | 'absent'> {
+  return rtnlDelete('delete the pod fwmark rule', () =>
+    pod.delRule(
+      { family: AF_INET, table: POD_RETURN_TABLE, action: 1 },
+      { fwmark: CONNMARK, fwmask: CONNMARK, table: POD_RETURN_TABLE, priority: POD_FWMARK_RULE_PRIORITY },
+      { timeout: REQUEST_TIMEOUT_MS },
+    ),
+  );
+}
+
+/**
+ * The node-wide half (L3/L3S): installed by the first ADD that needs it. The fwmark rule goes last, so its
+ * presence (one netlink dump, no spawn) says the iptables part is there too; a crash in between only means the
+ * next ADD installs the chain again (its content is rewritten, not appended).
+ */
+export async function ensureHostConnmark(host: RtNetlinkSocket): Promise<'installed' | 'present'> {
+  const rules = await listRules(host);
+  if (rules.some((r) => r.fwmark === CONNMARK && r.priority === HOST_FWMARK_RULE_PRIORITY)) return 'present';
+  const mark = `0x${CONNMARK.toString(16)}/0x${CONNMARK.toString(16)}`;
+  const jump = ['-w', '5', '-t', 'mangle', '-C', 'PREROUTING', '-j', HOST_CHAIN];
+  const hasJump = run(iptablesBinary('iptables'), jump).status === 0;
+  const input = [
+    '*mangle',
+    // Declaring a user chain in a --noflush restore creates it or empties it: rerunning never appends twice.
+    `:${HOST_CHAIN} - [0:0]`,
+    `-A ${HOST_CHAIN} ! -i ${HOST_VETH_PREFIX} -m addrtype --dst-type LOCAL --limit-iface-in -j CONNMARK --set-xmark ${mark}`,
+    `-A ${HOST_CHAIN} -i ${HOST_VETH_PREFIX} -j CONNMARK --restore-mark --nfmask 0x${CONNMARK.toString(16)} --ctmask 0x${CONNMARK.toString(16)}`,
+    ...(hasJump ? [] : [`-A PREROUTING -j ${HOST_CHAIN}`]),
+    'COMMIT',
+    '',
+  ].join('\n');
+  const res = run(iptablesBinary('iptables-restore'), ['-w', '5', '--noflush'], input);
+  if (res.status !== 0) throw new IptablesError(`failed to install the host connmark rules: ${res.stderr.trim()}`);
+  try {
+    await host.newRule(
+      { family: AF_INET, table: RT_TABLE_MAIN, action: 1 },
+      { fwmark: CONNMARK, fwmask: CONNMARK, table: RT_TABLE_MAIN, priority: HOST_FWMARK_RULE_PRIORITY },
+      { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL },
+    );
+  } catch (err) {
+    if (errnoOf(err) !== 'EEXIST') await rtnl('add the host fwmark rule', () => Promise.reject(err));
+  }
+  return 'installed';
+}

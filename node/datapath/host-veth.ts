@@ -1,0 +1,214 @@
+import { createHash } from 'node:crypto';
+import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
+import { parseCidr } from '../../shared/ipv4.js';
+import {
+  AF_INET,
+  CREATE_EXCL,
+  CREATE_REPLACE,
+  errnoOf,
+  ipv4Bytes,
+  ipv4Of,
+  REQUEST_TIMEOUT_MS,
+  RT_TABLE_MAIN,
+  RtnlError,
+  rtnl,
+  u32le,
+} from './rtnl.js';
+
+/**
+ * Host reachability, like lyft's unnumbered-ptp: an ipvlan slave can never reach its master's namespace (the
+ * driver switches slave→master traffic straight to the wire), so the pod gets a second link, one end of a veth
+ * pair, and neither end gets an address. The pod reaches the host's addresses through /32 routes on its end
+ * (source: the pod's own address), the service CIDRs through the first host address as gateway, and the host
+ * reaches the pod through one /32 route on its end. ARP works without proxy_arp: each side answers for its own
+ * addresses on any interface (arp_ignore=0), and each has a route back to the asker through the veth.
+ *
+ * Names are derived, never guessed: the host end from (containerId, ifName), so DEL and CHECK find it again;
+ * the pod end from ifName, so two attachments in one pod get two pairs.
+ */
+const IFLA_IFNAME = 3;
+const IFLA_MTU = 4;
+const IFLA_NET_NS_FD = 28;
+const IFLA_INFO_KIND = 1;
+const IFLA_INFO_DATA = 2;
+const VETH_INFO_PEER = 1;
+/** Host addresses beyond this many are not routed through the veth (a node has one or a few). */
+const MAX_HOST_ADDRESSES = 32;
+
+export function hostVethName(containerId: string, ifName: string): string {
+  return `vlh${createHash('sha256').update(`${containerId}/${ifName}`).digest('hex').slice(0, 12)}`;
+}
+
+export function podVethName(ifName: string): string {
+  const plain = `vh-${ifName}`;
+  return plain.length <= 15 ? plain : `vh-${createHash('sha256').update(ifName).digest('hex').slice(0, 12)}`;
+}
+
+function attr(type: number, payload: Buffer): Buffer {
+  const len = 4 + payload.length;
+  const out = Buffer.alloc((len + 3) & ~3);
+  out.writeUInt16LE(len, 0);
+  out.writeUInt16LE(type, 2);
+  payload.copy(out, 4);
+  return out;
+}
+
+/**
+ * IFLA_LINKINFO for a veth whose peer is created straight in the pod's netns, named and sized. Not up: the
+ * kernel configures the peer before the first end is registered, and opening it then fails with ENOTCONN.
+ */
+function vethLinkInfo(peerName: string, podNsFd: number, mtu: number): Buffer {
+  const peer = Buffer.concat([
+    Buffer.alloc(16), // ifinfomsg
+    attr(IFLA_IFNAME, Buffer.from(`${peerName}\0`)),
+    attr(IFLA_NET_NS_FD, u32le(podNsFd)),
+    attr(IFLA_MTU, u32le(mtu)),
+  ]);
+  return Buffer.concat([attr(IFLA_INFO_KIND, Buffer.from('veth\0')), attr(IFLA_INFO_DATA, attr(VETH_INFO_PEER, peer))]);
+}
+
+/** The host's global IPv4 addresses, in ifindex order (the first is the pod's gateway to the service CIDRs). */
+export async function hostAddresses(host: RtNetlinkSocket): Promise<string[]> {
+  const addresses = await rtnl('list host addresses', () =>
+    host.getAddresses({ family: AF_INET }, undefined, { timeout: REQUEST_TIMEOUT_MS }),
+  );
+  return addresses
+    .filter((a) => a.data.family === AF_INET && (a.data.scope ?? 0) === 0)
+    .sort((a, b) => (a.data.index ?? 0) - (b.data.index ?? 0))
+    .map((a) => ipv4Of(a.attrs.local ?? a.attrs.address))
+    .filter((ip): ip is string => ip !== undefined)
+    .filter((ip, i, all) => all.indexOf(ip) === i)
+    .slice(0, MAX_HOST_ADDRESSES);
+}
+
+export interface VethPair {
+  readonly hostIndex: number;
+  readonly podIndex: number;
+}
+
+/** Creates the pair, both ends up, the pod's in the pod's netns. Exclusive: a name clash is an error. */
+export async function createVethPair(
+  host: RtNetlinkSocket,
+  pod: RtNetlinkSocket,
+  spec: { readonly hostName: string; readonly podName: string; readonly podNsFd: number; readonly mtu: number },
+): Promise<VethPair> {
+  await rtnl(`create veth ${spec.hostName}/${spec.podName}`, () =>
+    host.newLink(
+      { flags: { up: true }, change: { up: true } },
+      { ifname: spec.hostName, mtu: spec.mtu, linkinfo: vethLinkInfo(spec.podName, spec.podNsFd, spec.mtu) },
+      { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL },
+    ),
+  );
+  const hostIndex = await linkIndex(host, spec.hostName);
+  const podIndex = await linkIndex(pod, spec.podName);
+  if (hostIndex === undefined || podIndex === undefined)
+    throw new RtnlError(`veth ${spec.hostName}/${spec.podName} vanished after it was created`);
+  await rtnl(`bring ${spec.podName} up`, () =>
+    pod.setLink({ index: podIndex, flags: { up: true }, change: { up: true } }, undefined, {
+      timeout: REQUEST_TIMEOUT_MS,
+    }),
+  );
+  return { hostIndex, podIndex };
+}
+
+/** One RTM_GETLINK by name; undefined when there is no such link. */
+export async function linkIndex(socket: RtNetlinkSocket, name: string): Promise<number | undefined> {
+  try {
+    const [link] = await socket.getLink({}, { ifname: name }, { timeout: REQUEST_TIMEOUT_MS });
+    return link?.data.index;
+  } catch (err) {
+    if (errnoOf(err) === 'ENODEV') return undefined;
+    throw new RtnlError(`failed to look up link ${name}`, errnoOf(err), { cause: err });
+  }
+}
+
+/** Deletes a link by name; a missing one is 'absent'. Deleting either end of a veth removes both. */
+export async function deleteLinkByName(socket: RtNetlinkSocket, name: string): Promise<'removed' | 'absent'> {
+  const index = await linkIndex(socket, name);
+  if (index === undefined) return 'absent';
+  try {
+    await socket.delLink({ index }, undefined, { timeout: REQUEST_TIMEOUT_MS });
+    return 'removed';
+  } catch (err) {
+    if (errnoOf(err) === 'ENODEV') return 'absent';
+    throw new RtnlError(`failed to delete link ${name}`, errnoOf(err), { cause: err });
+  }
+}
+
+/** The pod's routes to the host's addresses (/32, on-link) and the service CIDRs (via the first host address). */
+export async function addPodSideRoutes(
+  pod: RtNetlinkSocket,
+  spec: {
+    readonly podIndex: number;
+    readonly podIp: string;
+    readonly hostIps: readonly string[];
+    readonly serviceCidrs: readonly string[];
+  },
+): Promise<void> {
+  const opts = { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL };
+  const src = ipv4Bytes(spec.podIp);
+  for (const hostIp of spec.hostIps) {
+    await rtnl(`add the pod route to host address ${hostIp}`, () =>
+      pod.newRoute(
+        { family: AF_INET, dstLen: 32, table: RT_TABLE_MAIN, protocol: 'BOOT', scope: 'LINK', type: 'UNICAST' },
+        { dst: ipv4Bytes(hostIp), oif: spec.podIndex, prefsrc: src },
+        opts,
+      ),
+    );
+  }
+  const gateway = spec.hostIps[0];
+  if (spec.serviceCidrs.length > 0 && gateway === undefined)
+    throw new RtnlError('the host has no global IPv4 address to route the service CIDRs through');
+  for (const text of spec.serviceCidrs) {
+    const cidr = parseCidr(text);
+    await rtnl(`add the pod route to service CIDR ${text}`, () =>
+      pod.newRoute(
+        {
+          family: AF_INET,
+          dstLen: cidr.prefixLength,
+          table: RT_TABLE_MAIN,
+          protocol: 'BOOT',
+          scope: 'UNIVERSE',
+          type: 'UNICAST',
+        },
+        { dst: ipv4Bytes(text.split('/')[0]!), gateway: ipv4Bytes(gateway!), oif: spec.podIndex, prefsrc: src },
+        opts,
+      ),
+    );
+  }
+}
+
+/** The host's /32 back to the pod. Replace: keyed by the pod's address, which this attachment holds. */
+export async function addHostRoute(
+  host: RtNetlinkSocket,
+  spec: { readonly hostIndex: number; readonly podIp: string },
+): Promise<void> {
+  await rtnl(`add the host route to ${spec.podIp}`, () =>
+    host.newRoute(
+      { family: AF_INET, dstLen: 32, table: RT_TABLE_MAIN, protocol: 'BOOT', scope: 'LINK', type: 'UNICAST' },
+      { dst: ipv4Bytes(spec.podIp), oif: spec.hostIndex },
+      { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_REPLACE },
+    ),
+  );
+}
+
+export interface MainRoute {
+  readonly dst: string;
+  readonly oif?: number;
+  readonly gateway?: string;
+}
+
+/** The main table's IPv4 routes through one interface (CHECK). */
+export async function mainRoutesVia(socket: RtNetlinkSocket, oif: number): Promise<MainRoute[]> {
+  const routes = await rtnl('list routes', () =>
+    socket.getRoutes({ family: AF_INET }, undefined, { timeout: REQUEST_TIMEOUT_MS }),
+  );
+  return routes
+    .filter(
+      (r) => r.data.family === AF_INET && (r.attrs.table ?? r.data.table) === RT_TABLE_MAIN && r.attrs.oif === oif,
+    )
+    .map((r) => {
+      const gateway = ipv4Of(r.attrs.gateway);
+      return { dst: `${ipv4Of(r.attrs.dst) ?? '0.0.0.0'}/${r.data.dstLen ?? 0}`, oif, ...(gateway ? { gateway } : {}) };
+    });
+}

@@ -1,0 +1,139 @@
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { closeSync, openSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hostVethName } from '../../node/datapath/host-veth.js';
+import { loadNetnsAddon } from '../../node/datapath/native.js';
+import { ROUTING_STEPS } from '../../node/datapath/pod-routing.js';
+import { missing } from '../support/capabilities.js';
+import { NodeFixture } from './support/node-fixture.js';
+
+/**
+ * The plugin in L3/L3S with the host veth, driven as a runtime drives it (a process per call, env + stdin), with
+ * macvlan standing in for ipvlan. The file's main thread moves into a private "host" netns first, so the
+ * fixture's dynalite, IMDS and ENI, every plugin process it spawns, and the node-wide rules the plugin installs
+ * all live there, never in this machine's own host namespace.
+ */
+const skip = missing('root', 'netns');
+const id = randomBytes(3).toString('hex');
+const TABLE = '1001';
+const HOST_IP = '10.77.0.5';
+
+function ip(...args: string[]): string {
+  return execFileSync('ip', args, { encoding: 'utf8' });
+}
+
+function ping(netnsPath: string | undefined, target: string): boolean {
+  const args = ['busybox', 'ping', '-c', '1', '-W', '2', target];
+  try {
+    if (netnsPath) execFileSync('ip', ['netns', 'exec', netnsPath.split('/').pop()!, ...args], { stdio: 'ignore' });
+    else execFileSync(args[0]!, args.slice(1), { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe.skipIf(skip)('vpc-lease-cni in L3/L3S with the host veth (private host netns)', () => {
+  const hostNs = `vl8n-${id}`;
+  let selfFd = -1;
+  let hostFd = -1;
+  let f: NodeFixture;
+
+  beforeAll(async () => {
+    ip('netns', 'add', hostNs);
+    selfFd = openSync('/proc/thread-self/ns/net', 'r');
+    hostFd = openSync(`/var/run/netns/${hostNs}`, 'r');
+    loadNetnsAddon().setns(hostFd);
+    ip('link', 'set', 'lo', 'up');
+    execFileSync('sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+    ip('link', 'add', 'boot0', 'type', 'veth', 'peer', 'name', 'boot0p');
+    ip('addr', 'add', `${HOST_IP}/24`, 'dev', 'boot0');
+    ip('link', 'set', 'boot0', 'up');
+    ip('link', 'set', 'boot0p', 'up');
+    f = await NodeFixture.start();
+    await f.seed(32);
+  }, 120_000);
+
+  afterAll(async () => {
+    await f?.close();
+    if (selfFd >= 0) loadNetnsAddon().setns(selfFd);
+    execFileSync('ip', ['netns', 'del', hostNs], { stdio: 'ignore' });
+    if (hostFd >= 0) closeSync(hostFd);
+    if (selfFd >= 0) closeSync(selfFd);
+  });
+
+  const conf = (mode: string) => f.netconf('1.1.0', { mode, serviceCidrs: ['10.96.0.0/16'] });
+  const podIp = (json: Record<string, unknown> | undefined): string =>
+    ((json?.['ips'] as { address: string }[] | undefined)?.[0]?.address ?? '').split('/')[0]!;
+  /** Everything an attachment may leave in the host namespace (routes and rules as `ip` prints them). */
+  const hostState = () => ({
+    links: f.hostLinks().filter((l) => l.startsWith('vlh')),
+    rules: ip('rule', 'show')
+      .split('\n')
+      .filter((l) => l.includes('from 10.77.')),
+    table: ip('route', 'show', 'table', TABLE).trim(),
+    podRoutes: ip('route', 'show')
+      .split('\n')
+      .filter((l) => l.startsWith('10.77.0.') && !l.includes('/')),
+  });
+  const empty = { links: [], rules: [], table: '', podRoutes: [] };
+
+  it.each(['l3', 'l3s'])('%s: ADD → CHECK → DEL for two pods on one ENI, with rules, table and veth', async (mode) => {
+    const pods = [
+      { containerId: `${mode}-a`, netns: f.addNetns() },
+      { containerId: `${mode}-b`, netns: f.addNetns() },
+    ];
+    const adds = await Promise.all(pods.map((p) => f.run('ADD', p, conf(mode))));
+    for (const a of adds) expect(a.code, a.stdout).toBe(0);
+    const [ipA, ipB] = adds.map((a) => podIp(a.json)) as [string, string];
+    const rules = ip('rule', 'show');
+    expect(rules).toContain(`from ${ipA} lookup ${TABLE}`);
+    expect(rules).toContain(`from ${ipB} lookup ${TABLE}`);
+    expect(rules).toMatch(/1024:\s+from all fwmark 0x80\/0x80 lookup main/);
+    expect(ip('route', 'show', 'table', TABLE).match(/^default via 10\.77\.0\.1 dev /gm)).toHaveLength(2);
+    expect(ip('route', 'get', '192.0.2.9', 'from', ipA, 'iif', 'boot0p')).toContain(
+      `dev ${f.masterName} table ${TABLE}`,
+    );
+    expect(ping(undefined, ipA)).toBe(true);
+    expect(ping(pods[1]!.netns, HOST_IP)).toBe(true);
+    const check = await f.run('CHECK', pods[0]!, { ...conf(mode), prevResult: adds[0]!.json });
+    expect(check.code, check.stdout).toBe(0);
+
+    // CHECK notices a missing rule.
+    ip('rule', 'del', 'from', ipA, 'lookup', TABLE);
+    const broken = await f.run('CHECK', pods[0]!, { ...conf(mode), prevResult: adds[0]!.json });
+    expect(broken.code).toBe(1);
+    expect(String(broken.json?.['details'])).toContain(`no rule from ${ipA} lookup ${TABLE}`);
+
+    const dels = await Promise.all(pods.map((p) => f.run('DEL', p, conf(mode))));
+    for (const d of dels) expect(d.code, d.stdout).toBe(0);
+    expect(hostState()).toEqual(empty);
+    for (const p of pods) expect(f.podLinks(p.netns)).toEqual([]);
+    for (const p of pods) expect((await f.run('DEL', p, conf(mode))).code).toBe(0);
+  });
+
+  it('DEL without the journal record still removes the rule and the table route (address from the store)', async () => {
+    const pod = { containerId: 'no-record', netns: f.addNetns() };
+    const add = await f.run('ADD', pod, conf('l3'));
+    expect(add.code, add.stdout).toBe(0);
+    rmSync(join(f.dataDir, 'attachments', 'no-record~eth0.json'));
+    expect(hostState().rules).toHaveLength(1);
+    const del = await f.run('DEL', pod, conf('l3'));
+    expect(del.code, del.stdout).toBe(0);
+    expect(hostState()).toEqual(empty);
+  });
+
+  it.each(ROUTING_STEPS.map((s) => [s]))('l3s: an ADD failing after %s leaves nothing behind', async (step) => {
+    const pod = { containerId: `fail-${step}`, netns: f.addNetns() };
+    const failed = await f.run('ADD', { ...pod, env: { VPC_LEASE_TEST_FAIL_AT: step } }, conf('l3s'));
+    expect(failed.code, failed.stdout).toBe(1);
+    expect(String(failed.json?.['msg'])).toContain(`injected fault after ${step}`);
+    expect(hostState()).toEqual(empty);
+    expect(f.hostLinks()).not.toContain(hostVethName(pod.containerId, 'eth0'));
+    expect(f.podLinks(pod.netns)).toEqual([]);
+    expect(ip('-n', pod.netns.split('/').pop()!, 'rule', 'show')).not.toMatch(/fwmark/);
+    expect(await f.store.findByHolder(f.arn, pod.containerId, 'eth0')).toBeUndefined();
+  });
+});

@@ -1,0 +1,248 @@
+/**
+ * One simulated node inside the VM, for driving the built plugin as a runtime does. The VM is throwaway, so its
+ * root namespace plays the node's host namespace:
+ * - boot0 (dummy, 10.77.0.5/24): the boot ENI and the host's address; 10.96.0.10 (host-scoped, on lo) stands in
+ *   for a service address kube-proxy would DNAT;
+ * - eni1 (veth, fixed MAC, device index 1): the pod ENI; its peer gw0 sits in netns `vpc`, which plays the VPC
+ *   router with the subnet gateway 10.77.0.1 (and static neighbours for the pod addresses, as the VPC fabric
+ *   needs no ARP);
+ * - dynalite and an IMDS run in this process (so every plugin call must be spawned asynchronously).
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { request } from 'node:http';
+import { instanceArn } from '../../../shared/domain/arn.js';
+import type { Lease, NewLease } from '../../../shared/domain/lease.js';
+import { LightDynamoClient } from '../../../shared/dynamo/light-client.js';
+import { signRequest } from '../../../shared/dynamo/sigv4.js';
+import { DynamoLeaseStore } from '../../../shared/lease-store/dynamo-lease-store.js';
+import { createTableInput } from '../../../shared/lease-store/table.js';
+import { type FakeImds, startFakeImds } from '../../node/support/fake-imds.js';
+import { type DynaliteHandle, startDynalite } from '../../support/dynalite.js';
+
+export const SUBNET_CIDR = '10.77.0.0/24';
+export const GATEWAY = '10.77.0.1';
+export const HOST_IP = '10.77.0.5';
+export const SERVICE_CIDR = '10.96.0.0/16';
+export const SERVICE_IP = '10.96.0.10';
+export const ENI_MAC = '02:77:00:00:00:01';
+export const ENI_TABLE = 1001;
+const CREDENTIALS = { accessKeyId: 'test', secretAccessKey: 'test' };
+
+export interface PluginRun {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly json: Record<string, unknown> | undefined;
+}
+
+export function sh(file: string, ...args: string[]): string {
+  return execFileSync(file, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+export function ip(...args: string[]): string {
+  return sh('ip', ...args);
+}
+
+/** One echo; `waitS` short for the pings expected to fail (each costs its whole wait). */
+export function ping(netns: string | undefined, target: string, waitS = 3): boolean {
+  const args = ['busybox', 'ping', '-c', '1', '-W', String(waitS), target];
+  try {
+    if (netns) execFileSync('ip', ['netns', 'exec', netns, ...args], { stdio: 'ignore' });
+    else execFileSync(args[0]!, args.slice(1), { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function createTable(endpoint: string, tableName: string): Promise<void> {
+  const url = new URL(endpoint);
+  const body = JSON.stringify(createTableInput(tableName));
+  const headers = signRequest(
+    {
+      method: 'POST',
+      host: url.host,
+      path: '/',
+      headers: {
+        'content-type': 'application/x-amz-json-1.0',
+        'x-amz-target': 'DynamoDB_20120810.CreateTable',
+        'content-length': String(Buffer.byteLength(body)),
+      },
+      body,
+    },
+    { region: 'us-east-1', service: 'dynamodb', credentials: CREDENTIALS, date: new Date() },
+  );
+  await new Promise<void>((resolve, reject) => {
+    const req = request({ hostname: url.hostname, port: url.port, path: '/', method: 'POST', headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () =>
+        res.statusCode === 200
+          ? resolve()
+          : reject(new Error(`CreateTable: ${res.statusCode} ${Buffer.concat(chunks).toString('utf8')}`)),
+      );
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+export class GuestNode {
+  readonly dataDir = '/tmp/vpc-lease-guest/data';
+  readonly logFile = '/tmp/vpc-lease-guest/cni.log';
+  readonly tableName = 'vpc-lease-vm';
+  readonly arn: string;
+  private podCounter = 0;
+
+  private constructor(
+    readonly cni: string,
+    readonly dynalite: DynaliteHandle,
+    readonly imds: FakeImds,
+    readonly store: DynamoLeaseStore,
+  ) {
+    this.arn = instanceArn('us-east-1', '123456789012', imds.instanceId);
+  }
+
+  static async start(cni: string): Promise<GuestNode> {
+    mkdirSync('/tmp/vpc-lease-guest', { recursive: true });
+    ip('link', 'set', 'lo', 'up');
+    sh('sysctl', '-qw', 'net.ipv4.ip_forward=1');
+    ip('link', 'add', 'boot0', 'type', 'dummy');
+    ip('addr', 'add', `${HOST_IP}/24`, 'dev', 'boot0');
+    ip('link', 'set', 'boot0', 'up');
+    ip('addr', 'add', `${SERVICE_IP}/32`, 'dev', 'lo', 'scope', 'host');
+    ip('netns', 'add', 'vpc');
+    ip('link', 'add', 'eni1', 'address', ENI_MAC, 'mtu', '9001', 'type', 'veth', 'peer', 'name', 'gw0', 'netns', 'vpc');
+    ip('link', 'set', 'eni1', 'up');
+    ip('-n', 'vpc', 'link', 'set', 'lo', 'up');
+    ip('-n', 'vpc', 'link', 'set', 'gw0', 'mtu', '9001', 'up');
+    ip('-n', 'vpc', 'addr', 'add', `${GATEWAY}/24`, 'dev', 'gw0');
+
+    const dynalite = await startDynalite();
+    const imds = await startFakeImds('i-0123456789abcdef0');
+    await createTable(dynalite.endpoint, 'vpc-lease-vm');
+    const api = new LightDynamoClient({
+      endpoint: dynalite.endpoint,
+      region: 'us-east-1',
+      credentials: async () => CREDENTIALS,
+    });
+    const node = new GuestNode(cni, dynalite, imds, new DynamoLeaseStore({ api, tableName: 'vpc-lease-vm' }));
+    const leases = await node.seed(40);
+    // The VPC fabric delivers to the ENI without ARP; the router netns needs the same knowledge.
+    for (const lease of leases)
+      ip('-n', 'vpc', 'neigh', 'replace', lease, 'lladdr', ENI_MAC, 'dev', 'gw0', 'nud', 'permanent');
+    return node;
+  }
+
+  private async seed(count: number): Promise<string[]> {
+    const leases: NewLease[] = Array.from({ length: count }, (_, i) => ({
+      instanceArn: this.arn,
+      ip: `10.77.0.${10 + i}`,
+      eniId: 'eni-0a1b2c3d',
+      deviceIndex: 1,
+      mac: ENI_MAC,
+      subnetId: 'subnet-0077aa77',
+      subnetCidr: SUBNET_CIDR,
+      gateway: GATEWAY,
+    }));
+    await this.store.putLeases(leases, Date.now() - 1000);
+    return leases.map((l) => l.ip);
+  }
+
+  async claimed(): Promise<Lease[]> {
+    return this.store.listLeases(this.arn, { state: 'CLAIMED' });
+  }
+
+  addNetns(): string {
+    const name = `pod${this.podCounter++}`;
+    ip('netns', 'add', name);
+    ip('-n', name, 'link', 'set', 'lo', 'up');
+    return name;
+  }
+
+  netconf(mode: 'l2' | 'l3' | 'l3s', extra: Record<string, unknown> = {}): Record<string, unknown> {
+    return {
+      cniVersion: '1.1.0',
+      name: 'vpc-lease',
+      type: 'vpc-lease-cni',
+      mode,
+      dataDir: this.dataDir,
+      logFile: this.logFile,
+      logLevel: 'debug',
+      tableName: this.tableName,
+      imdsEndpoint: this.imds.endpoint,
+      dynamoEndpoint: this.dynalite.endpoint,
+      reuseWaitMs: 0,
+      hostVeth: true,
+      serviceCidrs: [SERVICE_CIDR],
+      ...extra,
+    };
+  }
+
+  /** One plugin call: a separate process, CNI_* in the environment, the netconf on stdin. */
+  run(
+    command: string,
+    options: { containerId: string; netns: string; env?: Record<string, string> },
+    netconf: Record<string, unknown>,
+  ): Promise<PluginRun> {
+    const env: Record<string, string> = {
+      PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: options.containerId,
+      CNI_IFNAME: 'eth0',
+      CNI_NETNS: `/var/run/netns/${options.netns}`,
+      CNI_PATH: '/opt/cni/bin',
+      ...options.env,
+    };
+    return new Promise((resolve, reject) => {
+      const child = spawn(this.cni, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+      const out: Buffer[] = [];
+      const err: Buffer[] = [];
+      child.stdout.on('data', (c: Buffer) => out.push(c));
+      child.stderr.on('data', (c: Buffer) => err.push(c));
+      child.on('error', reject);
+      child.on('close', (code) => {
+        const stdout = Buffer.concat(out).toString('utf8');
+        let json: Record<string, unknown> | undefined;
+        try {
+          json = stdout.trim() ? (JSON.parse(stdout) as Record<string, unknown>) : undefined;
+        } catch {
+          json = undefined;
+        }
+        resolve({ code, stdout, stderr: Buffer.concat(err).toString('utf8'), json });
+      });
+      child.stdin.end(JSON.stringify(netconf));
+    });
+  }
+
+  /** Everything a pod attachment could leave behind, as text to compare before and after. */
+  snapshot(pods: readonly string[]): Record<string, string[]> {
+    const lines = (text: string): string[] =>
+      text
+        .split('\n')
+        .map((l) => l.trim())
+        .filter((l) => l !== '');
+    return {
+      hostLinks: (JSON.parse(ip('-j', 'link', 'show')) as { ifname: string }[]).map((l) => l.ifname).sort(),
+      rules: lines(ip('rule', 'show')),
+      routes: lines(ip('route', 'show', 'table', 'all')).filter((l) => !l.includes('table local')),
+      podLinks: pods.flatMap((p) =>
+        (JSON.parse(ip('-n', p, '-j', 'link', 'show')) as { ifname: string }[])
+          .map((l) => `${p}:${l.ifname}`)
+          .filter((l) => !l.endsWith(':lo')),
+      ),
+      podRules: pods.flatMap((p) => lines(ip('-n', p, 'rule', 'show')).map((l) => `${p}: ${l}`)),
+      podMangle: pods.flatMap((p) =>
+        lines(sh('ip', 'netns', 'exec', p, 'iptables', '-w', '5', '-t', 'mangle', '-S'))
+          .filter((l) => l.startsWith('-A '))
+          .map((l) => `${p}: ${l}`),
+      ),
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.imds.close();
+    await this.dynalite.close();
+  }
+}

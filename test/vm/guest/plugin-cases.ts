@@ -1,0 +1,169 @@
+import { ROUTING_STEPS } from '../../../node/datapath/pod-routing.js';
+import { FAULT_STEPS } from '../../../node/datapath/test-hooks.js';
+import { ENI_TABLE, GATEWAY, type GuestNode, HOST_IP, ip, type PluginRun, ping, SERVICE_IP } from './guest-node.js';
+import { kernelCases } from './kernel-cases.js';
+import type { GuestCase } from './runner.js';
+
+/**
+ * The built plugin on real ipvlan, driven as a runtime drives it. Per mode: two pods on one master reach each
+ * other, the VPC router (through the ENI's table in L3/L3S), the host and a service address (through the host
+ * veth), and the host reaches them; CHECK passes; DEL leaves nothing. Then an ADD failure injected after every
+ * step leaves nothing either.
+ */
+const MODES = ['l2', 'l3', 'l3s'] as const;
+type Mode = (typeof MODES)[number];
+/** The one thing a pod may leave on the node: the node-wide NodePort rule, shared by every L3/L3S pod. */
+const NODE_WIDE_RULE = /^1024:\s+from all fwmark 0x80\/0x80 lookup main/;
+
+/** Every step ADD can fail at, in the order ADD runs them: the tables, rule and veth come after the pod's route. */
+export const ADD_STEPS: readonly string[] = (() => {
+  const at = FAULT_STEPS.indexOf('add-route') + 1;
+  return [...FAULT_STEPS.slice(0, at), ...ROUTING_STEPS, ...FAULT_STEPS.slice(at)];
+})();
+
+/** A table's routes as `ip` prints them; empty when the table does not exist (the kernel refuses the dump). */
+function tableText(table: number): string {
+  try {
+    return ip('route', 'show', 'table', String(table));
+  } catch (err) {
+    if (/does not exist/.test(String((err as { stderr?: unknown }).stderr))) return '';
+    throw err;
+  }
+}
+
+function assert(condition: boolean, message: string): asserts condition {
+  if (!condition) throw new Error(message);
+}
+
+function ok(run: PluginRun, what: string): void {
+  assert(run.code === 0, `${what} exited ${run.code}: ${run.stdout} ${run.stderr}`);
+}
+
+function podIp(run: PluginRun): string {
+  const ips = run.json?.['ips'] as { address: string }[] | undefined;
+  const address = ips?.[0]?.address;
+  assert(address !== undefined, `no address in ${run.stdout}`);
+  return address.split('/')[0]!;
+}
+
+/** Differences between two snapshots, as readable lines ("+" appeared, "-" vanished). */
+function diff(before: Record<string, string[]>, after: Record<string, string[]>, allowed?: RegExp): string[] {
+  const out: string[] = [];
+  for (const key of Object.keys(after)) {
+    const was = new Set(before[key] ?? []);
+    const now = new Set(after[key] ?? []);
+    for (const l of now) if (!was.has(l) && !(allowed?.test(l) ?? false)) out.push(`+ ${key}: ${l}`);
+    for (const l of was) if (!now.has(l)) out.push(`- ${key}: ${l}`);
+  }
+  return out;
+}
+
+export function pluginCases(node: () => GuestNode): GuestCase[] {
+  const cases: GuestCase[] = [];
+  for (const mode of MODES) {
+    const state: { pods: string[]; ips: string[]; before?: Record<string, string[]>; add?: PluginRun } = {
+      pods: [],
+      ips: [],
+    };
+    cases.push({
+      name: `plugin ${mode}: two pods on one master reach each other, the gateway, the host and a service`,
+      async run(): Promise<void> {
+        const n = node();
+        state.pods = [n.addNetns(), n.addNetns()];
+        state.before = n.snapshot(state.pods);
+        const conf = n.netconf(mode);
+        const runs = await Promise.all(
+          state.pods.map((netns, i) => n.run('ADD', { containerId: `${mode}-${i}`, netns }, conf)),
+        );
+        for (const [i, r] of runs.entries()) ok(r, `ADD of pod ${i}`);
+        state.add = runs[0];
+        state.ips = runs.map(podIp);
+        const [a, b] = state.pods as [string, string];
+        const [ipA, ipB] = state.ips as [string, string];
+        const details = ip('-d', '-n', a, 'link', 'show', 'eth0');
+        assert(new RegExp(`ipvlan\\s+mode ${mode} `).test(details), `eth0 is not ipvlan ${mode}: ${details}`);
+        assert(ping(a, ipB), `pod ${ipA} cannot ping pod ${ipB}`);
+        assert(ping(b, ipA), `pod ${ipB} cannot ping pod ${ipA}`);
+        assert(ping(a, GATEWAY), `pod ${ipA} cannot reach the subnet gateway ${GATEWAY}`);
+        assert(ping(a, HOST_IP), `pod ${ipA} cannot reach the host ${HOST_IP} over its veth`);
+        assert(ping(undefined, ipA), `the host cannot reach pod ${ipA} over its veth`);
+        assert(ping(b, SERVICE_IP), `pod ${ipB} cannot reach the service address ${SERVICE_IP}`);
+        const podRoutes = ip('-n', a, 'route', 'show');
+        assert(/10\.96\.0\.0\/16 via 10\.77\.0\.5 dev vh-eth0/.test(podRoutes), `no service route: ${podRoutes}`);
+        const rules = ip('rule', 'show');
+        const table = tableText(ENI_TABLE);
+        if (mode === 'l2') {
+          assert(!rules.includes(`lookup ${ENI_TABLE}`), `L2 needs no rule: ${rules}`);
+          assert(table.trim() === '', `L2 needs no table: ${table}`);
+        } else {
+          for (const addr of state.ips)
+            assert(rules.includes(`from ${addr} lookup ${ENI_TABLE}`), `no rule for ${addr}: ${rules}`);
+          const defaults = table.split('\n').filter((l) => l.startsWith(`default via ${GATEWAY} dev eni1`));
+          assert(defaults.length === 2, `table ${ENI_TABLE} should hold one route per pod: ${table}`);
+        }
+        const check = await n.run(
+          'CHECK',
+          { containerId: `${mode}-0`, netns: a },
+          { ...conf, prevResult: state.add?.json },
+        );
+        ok(check, 'CHECK');
+      },
+    });
+    cases.push({
+      name: `plugin ${mode}: DEL leaves no link, veth, rule, table or route behind`,
+      async run(): Promise<void> {
+        const n = node();
+        assert(state.before !== undefined && state.pods.length === 2, 'the ADD case did not run');
+        const conf = n.netconf(mode);
+        const dels = await Promise.all(
+          state.pods.map((netns, i) => n.run('DEL', { containerId: `${mode}-${i}`, netns }, conf)),
+        );
+        for (const [i, r] of dels.entries()) ok(r, `DEL of pod ${i}`);
+        const left = diff(state.before, n.snapshot(state.pods), NODE_WIDE_RULE);
+        assert(left.length === 0, `left behind after DEL:\n${left.join('\n')}`);
+        assert(!ping(undefined, state.ips[0]!, 1), 'the host still reaches the deleted pod');
+        assert((await n.claimed()).length === 0, 'a lease is still CLAIMED');
+        ok(await n.run('DEL', { containerId: `${mode}-0`, netns: state.pods[0]! }, conf), 'DEL again');
+      },
+    });
+  }
+
+  const fault: { netns?: string; before?: Record<string, string[]> } = {};
+  for (const step of ADD_STEPS) {
+    cases.push({
+      name: `plugin l3s: an ADD failing after ${step} leaves nothing`,
+      async run(): Promise<void> {
+        const n = node();
+        fault.netns ??= n.addNetns();
+        fault.before ??= n.snapshot([fault.netns]);
+        const run = await n.run(
+          'ADD',
+          {
+            containerId: `fault-${step}`,
+            netns: fault.netns,
+            env: { VPC_LEASE_TEST_MODE: '1', VPC_LEASE_TEST_FAIL_AT: step },
+          },
+          n.netconf('l3s' satisfies Mode),
+        );
+        assert(run.code === 1, `ADD should fail, exited ${run.code}: ${run.stdout}`);
+        assert(run.stdout.includes(`injected fault after ${step}`), `not our fault: ${run.stdout}`);
+        const left = diff(fault.before, n.snapshot([fault.netns]));
+        assert(left.length === 0, `left behind:\n${left.join('\n')}`);
+        assert((await n.claimed()).length === 0, 'a lease is still CLAIMED');
+      },
+    });
+  }
+  return cases;
+}
+
+/**
+ * The whole guest suite in order: the kernel's own checks, the node's start, the plugin cases. The host side
+ * builds the same list (with inert callbacks) to expect every case by name.
+ */
+export function guestCases(start: () => Promise<void>, node: () => GuestNode): GuestCase[] {
+  return [
+    ...kernelCases,
+    { name: 'guest node starts (dynalite, IMDS, boot ENI, pod ENI, VPC router)', run: start },
+    ...pluginCases(node),
+  ];
+}
