@@ -1,0 +1,251 @@
+import type { SQSEvent } from 'aws-lambda';
+import { LAUNCHING, TERMINATING } from '../../infra/local/autoscaling/simulator.js';
+import { type LocalCloud, type LocalCloudOptions, startLocalCloud } from '../../infra/local/cloud.js';
+import type { EventSourceMapping } from '../../infra/local/sqs/event-source-mapping.js';
+import type { Queue } from '../../infra/local/sqs/queue.js';
+import { lifecycleDepsFromEnv } from '../../lambdas/instance-lifecycle/deps.js';
+import type { AutoScalingPort, LifecycleActionRef, LifecycleResult } from '../../shared/autoscaling/port.js';
+import { type ControlPlaneConfig, controlPlaneConfigToEnv } from '../../shared/config/control-plane.js';
+import { checkInvariants, type InvariantReport } from '../../shared/invariants/checker.js';
+import { createLifecycleBatchHandler } from '../../shared/lifecycle/batch-handler.js';
+import type { LifecycleDeps } from '../../shared/lifecycle/deps.js';
+import { LAUNCH_DETAIL_TYPE, STATE_CHANGE_DETAIL_TYPE, TERMINATE_DETAIL_TYPE } from '../../shared/lifecycle/events.js';
+import { createLogger } from '../../shared/log.js';
+import { type RequestCounter, startRequestCounter } from './request-counter.js';
+
+export const TABLE = 'vpc-lease';
+export const CLUSTER = 'bench';
+
+export interface ControlPlaneCloudOptions {
+  readonly timeScale: number;
+  readonly seed?: number;
+  readonly ec2?: LocalCloudOptions['ec2'];
+  readonly sqs?: LocalCloudOptions['sqs'];
+  readonly config?: Partial<ControlPlaneConfig>;
+  /** The event source mapping's MaximumConcurrency (the construct's default is 5). */
+  readonly maxConcurrency?: number;
+  /** Simulated seconds (the construct's default heartbeatTimeoutS is 300). */
+  readonly hookTimeoutS?: number;
+  /** Wraps the deps of each invocation (chaos: crashes, faults); gets the record's instance and delivery count. */
+  readonly wrapDeps?: (deps: LifecycleDeps, instanceId: string, delivery: number) => LifecycleDeps;
+  /** Simulated seconds an invocation may run (the construct's 40 s by default). */
+  readonly functionTimeoutS?: number;
+  /** Random source for the DynamoDB fault proxy (chaos). */
+  readonly random?: () => number;
+  /** Large launches: the /20s the local cloud seeds hold ~220 nodes each at 18 addresses. */
+  readonly bigSubnets?: boolean;
+}
+
+/** How each lifecycle action ended, from the Auto Scaling side. */
+export interface ActionOutcome {
+  readonly instanceId: string;
+  readonly result: LifecycleResult | 'TIMEOUT';
+  readonly atMs: number;
+}
+
+/**
+ * The deployed control plane on the local cloud, instrumented for figures: Auto Scaling hooks and EC2 state
+ * changes → EventBridge → SQS (+DLQ) → event source mapping → the lifecycle Lambda's handler, whose SDK
+ * clients find EC2, Auto Scaling and SQS through AWS_ENDPOINT_URL_* and DynamoDB through a counting proxy.
+ * Records: concurrent invocations, handler time (for GB-seconds), each CompleteLifecycleAction with its time,
+ * hook timeouts (logged by the simulator), and every DynamoDB request with the capacity it consumed.
+ */
+export class ControlPlaneCloud {
+  private readonly savedEnv = { ...process.env };
+  readonly deps: LifecycleDeps;
+  readonly queue: Queue;
+  readonly dlq: Queue;
+  readonly mapping: EventSourceMapping;
+  readonly handlerMs: number[] = [];
+  readonly deliveries = new Map<string, number>();
+  inFlight = 0;
+  maxInFlight = 0;
+  subnetIds: string[] = [];
+
+  private constructor(
+    readonly cloud: LocalCloud,
+    readonly dynamo: RequestCounter,
+    /** Shared with the simulator's log sink, which adds the timeouts. */
+    readonly outcomes: ActionOutcome[],
+    private readonly options: ControlPlaneCloudOptions,
+  ) {
+    const { queue, dlq } = cloud.createQueueWithDlq('vpc-lease-lifecycle', {
+      maxReceiveCount: 10,
+      visibilityTimeoutS: 240, // the construct: six times the 40 s function timeout
+    });
+    this.queue = queue;
+    this.dlq = dlq;
+    cloud.putRule(
+      'vpc-lease-lifecycle-hooks',
+      { source: ['aws.autoscaling'], 'detail-type': [LAUNCH_DETAIL_TYPE, TERMINATE_DETAIL_TYPE] },
+      [queue],
+    );
+    cloud.putRule(
+      'vpc-lease-terminated',
+      { source: ['aws.ec2'], 'detail-type': [STATE_CHANGE_DETAIL_TYPE], detail: { state: ['terminated'] } },
+      [queue],
+    );
+    Object.assign(process.env, cloud.env, { AWS_ENDPOINT_URL_DYNAMODB: dynamo.endpoint });
+    const base = lifecycleDepsFromEnv({
+      ...process.env,
+      ...controlPlaneConfigToEnv({ tableName: TABLE, clusterName: CLUSTER, logLevel: 'error', ...options.config }),
+      VPC_LEASE_QUEUE_URL: queue.url(),
+    });
+    this.deps = { ...base, autoScaling: this.recordingAutoScaling(base.autoScaling) };
+    const plain = createLifecycleBatchHandler(this.deps);
+    const handler = async (event: SQSEvent) => {
+      this.inFlight += 1;
+      this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+      const start = performance.now();
+      try {
+        if (!options.wrapDeps) return await plain(event);
+        // One record per invocation of the wrapped handler, so each gets its own faults.
+        const failures: { itemIdentifier: string }[] = [];
+        for (const record of event.Records) {
+          const id = instanceIdOf(record.body);
+          const delivery = (this.deliveries.get(id) ?? 0) + 1;
+          this.deliveries.set(id, delivery);
+          const one = createLifecycleBatchHandler(options.wrapDeps(this.deps, id, delivery));
+          const out = await one({ Records: [record] });
+          failures.push(...out.batchItemFailures);
+        }
+        return { batchItemFailures: failures };
+      } finally {
+        this.handlerMs.push(performance.now() - start);
+        this.inFlight -= 1;
+      }
+    };
+    this.mapping = cloud.createEventSourceMapping(queue, handler, {
+      batchSize: 10,
+      maximumConcurrency: options.maxConcurrency ?? 5,
+      reportBatchItemFailures: true,
+      functionTimeoutS: options.functionTimeoutS ?? 40,
+    });
+  }
+
+  static async start(options: ControlPlaneCloudOptions): Promise<ControlPlaneCloud> {
+    const outcomes: ActionOutcome[] = [];
+    const log = createLogger({
+      level: 'info',
+      sink: (line) => {
+        // The Auto Scaling simulator's own word that a hook ran out of time (invariant 4's failure).
+        if (!line.includes('lifecycle action timed out')) return;
+        const fields = JSON.parse(line) as { instanceId?: string };
+        outcomes.push({ instanceId: fields.instanceId ?? '', result: 'TIMEOUT', atMs: Date.now() });
+      },
+    });
+    const cloud = await startLocalCloud({
+      timeScale: options.timeScale,
+      seed: options.seed ?? 1,
+      leaseTable: TABLE,
+      seedNetwork: true,
+      log,
+      ...(options.ec2 ? { ec2: options.ec2 } : {}),
+      ...(options.sqs ? { sqs: options.sqs } : {}),
+    });
+    let dynamo: RequestCounter | undefined;
+    try {
+      dynamo = await startRequestCounter(cloud.endpoints.dynamodb, {
+        capacity: true,
+        ...(options.random ? { random: options.random } : {}),
+      });
+      const c = new ControlPlaneCloud(cloud, dynamo, outcomes, options);
+      c.subnetIds = [...(cloud.network?.subnetIds ?? [])];
+      if (options.bigSubnets) {
+        // 10.0.64.0/18 and 10.0.128.0/18 (16 k addresses each) beside the seeded /20s, one per zone.
+        const vpcId = cloud.network!.vpcId;
+        c.subnetIds = [
+          cloud.ec2.admin.seedSubnet(vpcId, '10.0.64.0/18', `${cloud.region}a`).subnetId,
+          cloud.ec2.admin.seedSubnet(vpcId, '10.0.128.0/18', `${cloud.region}b`).subnetId,
+          cloud.ec2.admin.seedSubnet(vpcId, '10.0.192.0/18', `${cloud.region}c`).subnetId,
+        ];
+      }
+      return c;
+    } catch (err) {
+      await dynamo?.close();
+      await cloud.close();
+      throw err;
+    }
+  }
+
+  private recordingAutoScaling(inner: AutoScalingPort): AutoScalingPort {
+    return {
+      completeLifecycleAction: async (ref: LifecycleActionRef, result: LifecycleResult) => {
+        const outcome = await inner.completeLifecycleAction(ref, result);
+        if (outcome === 'done' && ref.hookName === 'vpc-lease-launch')
+          this.outcomes.push({ instanceId: ref.instanceId, result, atMs: Date.now() });
+        return outcome;
+      },
+      recordLifecycleActionHeartbeat: (ref) => inner.recordLifecycleActionHeartbeat(ref),
+    };
+  }
+
+  /** A group with the construct's hooks: launch (ABANDON by default) and terminate (CONTINUE). */
+  createGroup(name: string, instanceType: string, desiredCapacity: number, subnetIds = this.subnetIds): void {
+    const heartbeatTimeoutS = this.options.hookTimeoutS ?? 300;
+    this.cloud.autoScaling.simulator.createGroup({
+      name,
+      minSize: 0,
+      maxSize: Math.max(desiredCapacity, 1) * 2,
+      desiredCapacity,
+      instanceTypes: [instanceType],
+      subnetIds,
+      hooks: [
+        { name: 'vpc-lease-launch', transition: LAUNCHING, heartbeatTimeoutS, defaultResult: 'ABANDON' },
+        { name: 'vpc-lease-terminate', transition: TERMINATING, heartbeatTimeoutS, defaultResult: 'CONTINUE' },
+      ],
+    });
+  }
+
+  groupInstances(name: string): { instanceId: string; lifecycleState: string }[] {
+    const group = this.cloud.autoScaling.simulator.getGroup(name);
+    return [...(group?.instances.values() ?? [])].map((i) => ({
+      instanceId: i.instanceId,
+      lifecycleState: i.lifecycleState,
+    }));
+  }
+
+  arnOf(instanceId: string): string {
+    return `arn:aws:ec2:${this.cloud.region}:${this.cloud.accountId}:instance/${instanceId}`;
+  }
+
+  async check(maxProvisioningMs = 60_000): Promise<InvariantReport> {
+    return checkInvariants(this.deps.ec2, this.deps.store, {
+      clusterName: CLUSTER,
+      minLeases: this.deps.config.minLeases,
+      nowMs: Date.now(),
+      maxUnattachedAgeMs: 0,
+      maxProvisioningMs,
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.cloud.close();
+    await this.dynamo.close();
+    for (const key of Object.keys(process.env)) if (!(key in this.savedEnv)) delete process.env[key];
+    Object.assign(process.env, this.savedEnv);
+  }
+}
+
+export function instanceIdOf(body: string): string {
+  try {
+    const e = JSON.parse(body) as { detail?: { EC2InstanceId?: string; 'instance-id'?: string } };
+    return e.detail?.EC2InstanceId ?? e.detail?.['instance-id'] ?? '';
+  } catch {
+    return '';
+  }
+}
+
+/** Polls until `check` holds or `timeoutMs` passes (then returns undefined: the caller reports what is missing). */
+export async function waitFor<T>(
+  check: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs: number,
+): Promise<T | undefined> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) return undefined;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}

@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { tokenBucketLowerBound } from './lower-bound.js';
+
+const AWS = {
+  create: { bucket: 100, refillPerSecond: 5 },
+  attach: { bucket: 50, refillPerSecond: 5 },
+  modify: { bucket: 100, refillPerSecond: 5 },
+};
+const LATENCY = { create: 280, attach: 350, modify: 140 };
+
+describe('Function: tokenBucketLowerBound', () => {
+  it('is the single chain when every call fits in the buckets', () => {
+    const b = tokenBucketLowerBound({ podEnis: 10, buckets: AWS, minLatencyMs: LATENCY, attachMs: 3000 });
+    expect(b.lowerBoundMs).toBe(280 + 350 + 3000);
+    expect(b.drainMs).toEqual({ create: 0, attach: 0, modify: 0 });
+  });
+
+  it('is set by the attach bucket, the smallest, once hundreds of ENIs are needed', () => {
+    // 400 attaches: 50 from the bucket, 350 more at 5/s = 70 s, then the last attachment completes.
+    const b = tokenBucketLowerBound({ podEnis: 400, buckets: AWS, minLatencyMs: LATENCY, attachMs: 3000 });
+    expect(b.bindingAction).toBe('attach');
+    expect(b.lowerBoundMs).toBe(70_000 + 350 + 3000);
+  });
+
+  it('follows a smaller bucket wherever it is', () => {
+    const slowModify = { ...AWS, modify: { bucket: 10, refillPerSecond: 1 } };
+    const b = tokenBucketLowerBound({ podEnis: 100, buckets: slowModify, minLatencyMs: LATENCY, attachMs: 3000 });
+    expect(b.bindingAction).toBe('modify');
+    expect(b.lowerBoundMs).toBe(90_000 + 140);
+  });
+});

@@ -1,0 +1,34 @@
+import { runChurnBench } from './churn.js';
+import { runCniBench } from './cni.js';
+import { runCostBench } from './cost.js';
+import { runScaleBench } from './scale.js';
+
+export interface BenchFlags {
+  readonly rounds: number | undefined;
+  readonly seconds: number | undefined;
+  readonly instances: number | undefined;
+  readonly timeScale: number | undefined;
+  readonly concurrency: number | undefined;
+  readonly seed: number;
+}
+
+export type Benchmark = (flags: BenchFlags) => Promise<Record<string, unknown>>;
+
+/** Every benchmark by the name `npm run bench -- NAME` takes, in the order `npm run bench` runs them. */
+export const BENCHMARKS: Readonly<Record<string, Benchmark>> = {
+  cni: (f) => runCniBench({ rounds: f.rounds ?? 50, countedPods: 10, seed: f.seed }),
+  churn: (f) => runChurnBench({ loops: 32, seconds: f.seconds ?? 20, leases: 48 }),
+  scale: async (f) => {
+    const base = {
+      instances: f.instances ?? 200,
+      instanceType: 'm5.large',
+      timeScale: f.timeScale ?? 1,
+      maxConcurrency: f.concurrency ?? 5,
+      seed: f.seed,
+    };
+    const secondary = await runScaleBench({ ...base, prefixDelegation: false });
+    const prefixes = await runScaleBench({ ...base, prefixDelegation: true });
+    return { secondaryAddresses: secondary, prefixDelegation: prefixes };
+  },
+  cost: (f) => runCostBench({ nodes: 20, pods: 200, seed: f.seed }),
+};

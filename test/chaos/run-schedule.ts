@@ -1,0 +1,263 @@
+import { systemClock } from '../../shared/clock.js';
+import { LightDynamoClient } from '../../shared/dynamo/light-client.js';
+import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
+import { formatViolations } from '../../shared/invariants/checker.js';
+import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
+import type { LifecycleDeps } from '../../shared/lifecycle/deps.js';
+import { LAUNCH_DETAIL_TYPE } from '../../shared/lifecycle/events.js';
+import { silentLogger } from '../../shared/log.js';
+import { SdkReconcileEc2 } from '../../shared/reconcile/ec2.js';
+import { reconcile } from '../../shared/reconcile/reconciler.js';
+import { ControlPlaneCloud, instanceIdOf, TABLE, waitFor } from '../bench/control-plane-cloud.js';
+import { seededRandom } from '../bench/stats.js';
+import { CrashSwitch, crashable } from '../control-plane/support/crash.js';
+import { runKubeletLoops } from './kubelet.js';
+import type { ChaosSchedule } from './schedule.js';
+
+/** Real ms per AWS ms: attach 3 s → 150 ms, boot 15 s → 750 ms, the 300 s hook timeout → 15 s. */
+const TIME_SCALE = 0.05;
+const GROUP = 'chaos';
+
+export interface ScheduleResult {
+  readonly seed: number;
+  readonly ok: boolean;
+  readonly violations: readonly string[];
+  readonly stats: {
+    readonly instancesLaunched: number;
+    readonly continued: number;
+    readonly abandoned: number;
+    readonly timedOut: number;
+    readonly crashes: number;
+    readonly ec2Faulted: number;
+    readonly ec2Throttled: number;
+    readonly dynamoThrottled: number;
+    readonly deliveries: number;
+    readonly lateEventsReplayed: number;
+    readonly kubeletPods: number;
+    readonly enisDeletedByReconcile: number;
+    readonly wallMs: number;
+  };
+}
+
+function crashingDeps(schedule: ChaosSchedule, random: () => number, crashes: { n: number }) {
+  const crashed = new Set<string>();
+  return (deps: LifecycleDeps, instanceId: string, delivery: number): LifecycleDeps => {
+    // One crash per instance at most: each costs a whole visibility timeout before SQS redelivers, and two of
+    // them outlast a lifecycle hook (see PERFORMANCE.md), which is a deployment limit, not an invariant.
+    if (delivery > 3 || crashed.has(instanceId) || random() >= schedule.crashProbability) return deps;
+    crashed.add(instanceId);
+    // Dies right after its k-th EC2 call: any point between two calls of a launch or a terminate.
+    const sw = new CrashSwitch(1 + Math.floor(random() * 4));
+    const counting = { tick: sw.tick.bind(sw) };
+    sw.tick = (name: string) => {
+      try {
+        counting.tick(name);
+      } catch (err) {
+        crashes.n += 1;
+        throw err;
+      }
+    };
+    return {
+      ...deps,
+      ec2: crashable(deps.ec2, sw, true, 'ec2'),
+      store: crashable(deps.store, sw, false, 'store'),
+      autoScaling: crashable(deps.autoScaling, sw, false, 'autoScaling'),
+      requeue: crashable(deps.requeue, sw, false, 'requeue'),
+    };
+  };
+}
+
+/**
+ * Runs one schedule end to end and checks the invariants once everything has settled: the scale-out under its
+ * faults; 64-way kubelet churn on a READY node; late and duplicated events; optionally the scale-in; then the
+ * faults are lifted, one reconcile runs (its two passes back to back, minimum ages 0), and the checker must
+ * find nothing — plus: every launch action completed (none left to time out unless the schedule forced a short
+ * timeout), no duplicate address, no lost lease, nothing in the DLQ.
+ */
+export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResult> {
+  const started = Date.now();
+  const random = seededRandom(schedule.seed);
+  const crashes = { n: 0 };
+  const violations: string[] = [];
+  const c = await ControlPlaneCloud.start({
+    timeScale: TIME_SCALE,
+    seed: schedule.seed,
+    random,
+    ec2: {
+      throttling: schedule.throttleStorm,
+      delays: { eventualConsistencyMs: schedule.eventualConsistencyMs },
+      eventualConsistencyScope: 'all',
+    },
+    sqs: { duplicateRate: schedule.duplicateRate },
+    config: { prefixDelegation: schedule.prefixDelegation, eniMinAgeForGcMs: 0 },
+    maxConcurrency: 5,
+    // Lambda would freeze a timed-out invocation; the simulator cannot, so give invocations Lambda's maximum.
+    functionTimeoutS: 900,
+    // The SDK's retry backoff runs in real time while everything else is scaled 20×: 1200 AWS s (60 real s)
+    // leaves the control plane the real-time slack a 300 s hook gives it in AWS.
+    hookTimeoutS: schedule.shortHookTimeoutS ?? 1200,
+    wrapDeps: crashingDeps(schedule, random, crashes),
+  });
+  let lateEventsReplayed = 0;
+  let kubeletPods = 0;
+  let deleted = 0;
+  let burst: NodeJS.Timeout | undefined;
+  try {
+    const admin = c.cloud.ec2.admin;
+    for (const f of schedule.ec2Faults) admin.failNext(f);
+    // A burst, as AWS's are: a storm that never ends outlasts any lifecycle hook (see PERFORMANCE.md).
+    burst = setTimeout(() => admin.clearFaults(), schedule.ec2BurstMs);
+    burst.unref();
+    if (schedule.throttleStorm) {
+      for (const action of ['CreateNetworkInterface', 'AttachNetworkInterface', 'ModifyNetworkInterfaceAttribute'])
+        admin.setBucket(action, { bucket: 2, refillPerSecond: 1 });
+    }
+    c.dynamo.faultRate = schedule.dynamoThrottleRate;
+    if (schedule.shortHookTimeoutS !== undefined) {
+      // Attachments held past the hook timeout: the first launches time out; their replacements run clean.
+      admin.pauseAttachments();
+      setTimeout(() => admin.resumeAttachments(), schedule.shortHookTimeoutS * 1000 * TIME_SCALE * 1.5).unref();
+    }
+    c.createGroup(GROUP, schedule.instanceType, schedule.instances);
+
+    if (schedule.terminateMidProvisioning > 0) {
+      const victim = await waitFor(
+        () => c.groupInstances(GROUP).find((i) => i.lifecycleState === 'Pending:Wait')?.instanceId,
+        10_000,
+      );
+      if (victim) c.cloud.ec2.api.terminateInstance(victim);
+    }
+
+    const settled = async (timeoutMs: number): Promise<boolean> =>
+      (await waitFor(() => {
+        const instances = c.groupInstances(GROUP);
+        const queue = c.queue.counts();
+        return (
+          instances.every((i) => i.lifecycleState === 'InService' || i.lifecycleState.startsWith('Terminat')) &&
+          instances.filter((i) => i.lifecycleState === 'InService').length >= schedule.instances &&
+          queue.visible + queue.inFlight + queue.delayed === 0 &&
+          c.inFlight === 0
+        );
+      }, timeoutMs)) === true;
+    if (!(await settled(90_000)))
+      violations.push(`scale-out did not settle: ${JSON.stringify(c.groupInstances(GROUP))}`);
+
+    // 64 kubelets on one READY node while DynamoDB is still throttling.
+    const ready = (await c.deps.store.listNodes()).find((n) => n.phase === 'READY');
+    if (ready) {
+      const api = new LightDynamoClient({
+        endpoint: c.dynamo.endpoint,
+        region: c.cloud.region,
+        credentials: async () => ({ accessKeyId: 'node', secretAccessKey: 'node' }),
+        maxAttempts: 8,
+      });
+      const store = new DynamoLeaseStore({ api, tableName: TABLE });
+      const k = await runKubeletLoops(store, ready.instanceArn, schedule.kubeletLoops, schedule.kubeletMs);
+      kubeletPods = k.pods;
+      if (k.duplicates > 0) violations.push(`invariant 1: ${k.duplicates} duplicate address holdings`);
+      if (k.leftClaimed > 0) violations.push(`lost leases: ${k.leftClaimed} still CLAIMED after every DEL`);
+    }
+
+    // Lift the faults; late events arrive after everything settled (reordered after later ones).
+    admin.clearFaults();
+    admin.setThrottling(false);
+    c.dynamo.faultRate = 0;
+    if (schedule.replayLateEvents) {
+      for (const event of c.cloud.bus.events()) {
+        if (random() < 0.5) continue;
+        c.queue.send({ body: JSON.stringify(event) });
+        lateEventsReplayed += 1;
+      }
+      if (!(await settled(60_000))) violations.push('late events did not settle');
+    }
+
+    if (schedule.scaleInAtEnd) {
+      c.cloud.autoScaling.simulator.setDesiredCapacity(GROUP, 0);
+      const gone = await waitFor(async () => {
+        const queue = c.queue.counts();
+        const nodes = await c.deps.store.listNodes();
+        const ids = [...new Set(c.cloud.bus.events().map((e) => instanceIdOf(JSON.stringify(e))))].filter(Boolean);
+        return (
+          c.groupInstances(GROUP).length === 0 &&
+          // DeleteOnTermination acts when EC2 reports the instance terminated, after its shutdown.
+          ids.every((id) => c.cloud.ec2.api.getInstance(id)?.state === 'terminated') &&
+          queue.visible + queue.inFlight + queue.delayed === 0 &&
+          c.inFlight === 0 &&
+          nodes.every((n) => n.phase === 'GONE' || n.phase === 'FAILED')
+        );
+      }, 90_000);
+      if (!gone) violations.push('scale-in did not settle');
+    }
+
+    // One reconcile: the scheduled pass, run twice back to back so its mark is followed by its delete.
+    const reconcileDeps = {
+      ec2: new SdkReconcileEc2(new SdkEc2({}), undefined),
+      store: c.deps.store,
+      config: { clusterName: c.deps.config.clusterName, eniMinAgeForGcMs: 0 },
+      clock: systemClock,
+      logger: silentLogger,
+      minMarkAgeMs: 0,
+      driftGraceMs: 0,
+    };
+    for (let pass = 0; pass < 2; pass++) deleted += (await reconcile(reconcileDeps)).deleted.length;
+
+    const report = await c.check(10 * 60_000);
+    violations.push(...formatViolations(report).split('\n').filter(Boolean));
+    if (schedule.scaleInAtEnd) {
+      const left = await c.deps.ec2.describeNetworkInterfaces({
+        tags: { 'vpc-lease:cluster': c.deps.config.clusterName },
+      });
+      if (left.length > 0) violations.push(`invariant 3: ${left.length} ENIs left after scale-in and one reconcile`);
+    }
+    const launched = new Set(
+      c.cloud.bus
+        .events()
+        .filter((e) => e['detail-type'] === LAUNCH_DETAIL_TYPE)
+        .map((e) => (e.detail as { EC2InstanceId: string }).EC2InstanceId),
+    );
+    const resolved = new Set(c.outcomes.map((o) => o.instanceId));
+    const terminatedEarly = new Set(
+      [...launched].filter((id) => c.cloud.ec2.api.getInstance(id)?.state === 'terminated'),
+    );
+    for (const id of launched)
+      if (!resolved.has(id) && !terminatedEarly.has(id))
+        violations.push(`invariant 4: launch of ${id} never completed`);
+    const timedOut = c.outcomes.filter((o) => o.result === 'TIMEOUT').length;
+    if (timedOut > 0 && schedule.shortHookTimeoutS === undefined)
+      violations.push(`invariant 4: ${timedOut} lifecycle actions timed out`);
+    const dlq = c.dlq.counts();
+    if (dlq.visible + dlq.inFlight > 0) {
+      const bodies = c.dlq.takeForMove(10).map((m) => {
+        const e = JSON.parse(m.body) as { 'detail-type'?: string; detail?: Record<string, unknown> };
+        const id = instanceIdOf(m.body);
+        return `${e['detail-type'] ?? e.detail?.['kind'] ?? 'continuation'} of ${id} (${c.cloud.ec2.api.getInstance(id)?.state ?? 'unknown'})`;
+      });
+      violations.push(`${dlq.visible + dlq.inFlight} messages in the DLQ: ${bodies.join('; ')}`);
+    }
+
+    const counts = admin.counts();
+    return {
+      seed: schedule.seed,
+      ok: violations.length === 0,
+      violations,
+      stats: {
+        instancesLaunched: launched.size,
+        continued: c.outcomes.filter((o) => o.result === 'CONTINUE').length,
+        abandoned: c.outcomes.filter((o) => o.result === 'ABANDON').length,
+        timedOut,
+        crashes: crashes.n,
+        ec2Faulted: Object.values(counts).reduce((s, a) => s + a.faulted, 0),
+        ec2Throttled: Object.values(counts).reduce((s, a) => s + a.throttled, 0),
+        dynamoThrottled: [...c.dynamo.throttled.values()].reduce((s, n) => s + n, 0),
+        deliveries: [...c.deliveries.values()].reduce((s, n) => s + n, 0),
+        lateEventsReplayed,
+        kubeletPods,
+        enisDeletedByReconcile: deleted,
+        wallMs: Date.now() - started,
+      },
+    };
+  } finally {
+    clearTimeout(burst);
+    await c.close();
+  }
+}
