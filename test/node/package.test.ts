@@ -2,7 +2,7 @@ import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, sta
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildCni } from '../../scripts/build.js';
+import { buildCni } from '../../infra/build.js';
 import { runProcess } from './support/node-fixture.js';
 
 /** The built artefact as a runtime and the DaemonSet's init container see it: outside the repo, no node_modules. */

@@ -5,7 +5,7 @@ import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CniCode } from '../../node/cni/errors.js';
-import { buildCni } from '../../scripts/build.js';
+import { buildCni } from '../../infra/build.js';
 import { instanceArn } from '../../shared/domain/arn.js';
 import { createSdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';

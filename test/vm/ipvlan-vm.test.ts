@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { buildCni } from '../../scripts/build.js';
+import { buildCni } from '../../infra/build.js';
 import { missing } from '../support/capabilities.js';
 import { ADD_STEPS, guestCases } from './guest/plugin-cases.js';
 import type { GuestCaseResult } from './guest/runner.js';

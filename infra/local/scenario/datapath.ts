@@ -35,7 +35,7 @@ export async function chooseDatapath(input: DatapathInput): Promise<DatapathChoi
   let binary: string | undefined;
   if (!reason) {
     try {
-      const { buildCni } = await import('../../../scripts/build.js');
+      const { buildCni } = await import('../../build.js');
       binary = await buildCni(join(input.localDir, 'cni'));
     } catch (err) {
       reason = `the CNI binary did not build: ${(err as Error).message}`;

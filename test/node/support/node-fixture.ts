@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { buildCni } from '../../../scripts/build.js';
+import { buildCni } from '../../../infra/build.js';
 import { instanceArn } from '../../../shared/domain/arn.js';
 import type { NewLease } from '../../../shared/domain/lease.js';
 import { createSdkDynamoApi } from '../../../shared/dynamo/sdk-client.js';
