@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,6 +12,7 @@ import { DynamoLeaseStore } from '../../../shared/lease-store/dynamo-lease-store
 import type { LeaseStore } from '../../../shared/lease-store/port.js';
 import { createTableInput } from '../../../shared/lease-store/table.js';
 import { type DynaliteHandle, startDynalite } from '../../support/dynalite.js';
+import { type PluginRun, runPluginProcess } from '../../support/plugin-process.js';
 import { type FakeImds, startFakeImds } from './fake-imds.js';
 
 /**
@@ -20,13 +21,6 @@ import { type FakeImds, startFakeImds } from './fake-imds.js';
  * a private build of the binary, and helpers to run the plugin exactly as a runtime does.
  * Every name carries a per-run id so parallel runs never collide; `close` removes all of it.
  */
-export interface PluginRun {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-  /** stdout parsed, when it is JSON. */
-  readonly json: Record<string, unknown> | undefined;
-}
 
 export interface RunOptions {
   readonly containerId?: string;
@@ -223,29 +217,5 @@ export class NodeFixture {
   }
 }
 
-export function runProcess(
-  file: string,
-  args: string[],
-  env: Record<string, string>,
-  stdin: string,
-): Promise<PluginRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (c: Buffer) => out.push(c));
-    child.stderr.on('data', (c: Buffer) => err.push(c));
-    child.on('error', reject);
-    child.on('close', (code) => {
-      const stdout = Buffer.concat(out).toString('utf8');
-      let json: Record<string, unknown> | undefined;
-      try {
-        json = stdout.trim() ? (JSON.parse(stdout) as Record<string, unknown>) : undefined;
-      } catch {
-        json = undefined;
-      }
-      resolve({ code, stdout, stderr: Buffer.concat(err).toString('utf8'), json });
-    });
-    child.stdin.end(stdin);
-  });
-}
+export type { PluginRun };
+export const runProcess = runPluginProcess;

@@ -8,7 +8,7 @@
  *   needs no ARP);
  * - dynalite and an IMDS run in this process (so every plugin call must be spawned asynchronously).
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { request } from 'node:http';
 import { instanceArn } from '../../../shared/domain/arn.js';
@@ -19,6 +19,7 @@ import { DynamoLeaseStore } from '../../../shared/lease-store/dynamo-lease-store
 import { createTableInput } from '../../../shared/lease-store/table.js';
 import { type FakeImds, startFakeImds } from '../../node/support/fake-imds.js';
 import { type DynaliteHandle, startDynalite } from '../../support/dynalite.js';
+import { type PluginRun, runPluginProcess } from '../../support/plugin-process.js';
 
 export const SUBNET_CIDR = '10.77.0.0/24';
 export const GATEWAY = '10.77.0.1';
@@ -29,12 +30,7 @@ export const ENI_MAC = '02:77:00:00:00:01';
 export const ENI_TABLE = 1001;
 const CREDENTIALS = { accessKeyId: 'test', secretAccessKey: 'test' };
 
-export interface PluginRun {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-  readonly json: Record<string, unknown> | undefined;
-}
+export type { PluginRun };
 
 export function sh(file: string, ...args: string[]): string {
   return execFileSync(file, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
@@ -195,25 +191,7 @@ export class GuestNode {
       CNI_PATH: '/opt/cni/bin',
       ...options.env,
     };
-    return new Promise((resolve, reject) => {
-      const child = spawn(this.cni, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
-      const out: Buffer[] = [];
-      const err: Buffer[] = [];
-      child.stdout.on('data', (c: Buffer) => out.push(c));
-      child.stderr.on('data', (c: Buffer) => err.push(c));
-      child.on('error', reject);
-      child.on('close', (code) => {
-        const stdout = Buffer.concat(out).toString('utf8');
-        let json: Record<string, unknown> | undefined;
-        try {
-          json = stdout.trim() ? (JSON.parse(stdout) as Record<string, unknown>) : undefined;
-        } catch {
-          json = undefined;
-        }
-        resolve({ code, stdout, stderr: Buffer.concat(err).toString('utf8'), json });
-      });
-      child.stdin.end(JSON.stringify(netconf));
-    });
+    return runPluginProcess(this.cni, [], env, JSON.stringify(netconf));
   }
 
   /** Everything a pod attachment could leave behind, as text to compare before and after. */
