@@ -100,7 +100,6 @@ fi
 mount -t tmpfs -o size=75% tmpfs /upper && mkdir -p /upper/u /upper/w
 mount -t overlay overlay -o lowerdir=/lower,upperdir=/upper/u,workdir=/upper/w /newroot
 mount -t tmpfs tmpfs /newroot/run; mkdir -p /newroot/run/netns /newroot/run/lock
-mount -t tmpfs tmpfs /newroot/tmp
 if [ -n "$out" ]; then mkdir -p "/newroot$out"; mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 vpcout "/newroot$out"; fi
 mount --bind /proc /newroot/proc; mount --bind /sys /newroot/sys; mount --bind /dev /newroot/dev
 chroot /newroot /bin/sh "$job"
@@ -112,7 +111,7 @@ function buildInitramfs(kernelVersion: string): string {
   const cacheDir = join(
     process.env['XDG_CACHE_HOME'] ?? join(homedir(), '.cache'),
     'vpc-lease-vm',
-    `${kernelVersion}-v1`,
+    `${kernelVersion}-v2`,
   );
   const initrd = join(cacheDir, 'initrd.gz');
   if (existsSync(initrd)) return initrd;
@@ -162,7 +161,7 @@ export async function runInVm(command: readonly string[], options: VmOptions = {
   if (reason) throw new Error(`cannot start the VM: ${reason}`);
   const kernel = findKernel()!;
   const initrd = buildInitramfs(kernel.version);
-  // The job file must live where the guest sees it: the host's filesystem, outside the guest's fresh /tmp.
+  // The job file lives on the host's filesystem, which the guest sees (read-only, under its overlay).
   const jobDir = mkdtempSync('/var/tmp/vpc-vm-job.');
   const job = join(jobDir, 'job.sh');
   const env = {
