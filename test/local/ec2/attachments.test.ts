@@ -1,48 +1,29 @@
 import {
-  type _InstanceType,
   AssignPrivateIpAddressesCommand,
   AttachNetworkInterfaceCommand,
-  CreateNetworkInterfaceCommand,
   DeleteNetworkInterfaceCommand,
-  DescribeNetworkInterfacesCommand,
-  DescribeSubnetsCommand,
   DetachNetworkInterfaceCommand,
   ModifyNetworkInterfaceAttributeCommand,
-  RunInstancesCommand,
+  type NetworkInterface,
 } from '@aws-sdk/client-ec2';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type Ec2Harness, errorCode, startHarness, waitFor } from './harness.js';
+import {
+  createEni as createEniIn,
+  describeEni as describeEniIn,
+  type Ec2Harness,
+  errorCode,
+  launchInstance,
+  startHarness,
+  subnetFreeCount,
+  waitFor,
+} from './harness.js';
 
 let h: Ec2Harness;
 
-async function launch(instanceType = 'm5.large', subnetId = h.subnetId): Promise<string> {
-  const run = await h.ec2.send(
-    new RunInstancesCommand({
-      InstanceType: instanceType as _InstanceType,
-      SubnetId: subnetId,
-      MinCount: 1,
-      MaxCount: 1,
-    }),
-  );
-  return run.Instances?.[0]?.InstanceId as string;
-}
-
-async function createEni(extra: Record<string, unknown> = {}): Promise<string> {
-  const out = await h.ec2.send(new CreateNetworkInterfaceCommand({ SubnetId: h.subnetId, ...extra }));
-  return out.NetworkInterface?.NetworkInterfaceId as string;
-}
-
-async function describeEni(eniId: string) {
-  const out = await h.ec2.send(new DescribeNetworkInterfacesCommand({ NetworkInterfaceIds: [eniId] }));
-  const eni = out.NetworkInterfaces?.[0];
-  if (!eni) throw new Error(`no ${eniId}`);
-  return eni;
-}
-
-async function freeCount(subnetId = h.subnetId): Promise<number> {
-  const out = await h.ec2.send(new DescribeSubnetsCommand({ SubnetIds: [subnetId] }));
-  return out.Subnets?.[0]?.AvailableIpAddressCount as number;
-}
+const launch = (instanceType?: string, subnetId?: string): Promise<string> => launchInstance(h, instanceType, subnetId);
+const createEni = (extra?: Record<string, unknown>): Promise<string> => createEniIn(h, extra);
+const describeEni = (eniId: string): Promise<NetworkInterface> => describeEniIn(h, eniId);
+const freeCount = (subnetId?: string): Promise<number> => subnetFreeCount(h, subnetId);
 
 describe('EC2 simulator: attachments', () => {
   beforeEach(async () => {

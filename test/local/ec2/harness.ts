@@ -1,4 +1,13 @@
-import { EC2Client, type EC2ClientConfig } from '@aws-sdk/client-ec2';
+import {
+  type _InstanceType,
+  CreateNetworkInterfaceCommand,
+  DescribeNetworkInterfacesCommand,
+  DescribeSubnetsCommand,
+  EC2Client,
+  type EC2ClientConfig,
+  type NetworkInterface,
+  RunInstancesCommand,
+} from '@aws-sdk/client-ec2';
 import {
   type Ec2SimulatorOptions,
   type Ec2SimulatorServer,
@@ -62,4 +71,36 @@ export async function waitFor<T>(probe: () => Promise<T | undefined>, what: stri
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
+}
+
+/** RunInstances of one instance through the SDK; returns its id. */
+export async function launchInstance(h: Ec2Harness, instanceType = 'm5.large', subnetId = h.subnetId): Promise<string> {
+  const run = await h.ec2.send(
+    new RunInstancesCommand({
+      InstanceType: instanceType as _InstanceType,
+      SubnetId: subnetId,
+      MinCount: 1,
+      MaxCount: 1,
+    }),
+  );
+  return run.Instances?.[0]?.InstanceId as string;
+}
+
+/** CreateNetworkInterface in the harness subnet (or as `extra` says); returns the ENI id. */
+export async function createEni(h: Ec2Harness, extra: Record<string, unknown> = {}): Promise<string> {
+  const out = await h.ec2.send(new CreateNetworkInterfaceCommand({ SubnetId: h.subnetId, ...extra }));
+  return out.NetworkInterface?.NetworkInterfaceId as string;
+}
+
+export async function describeEni(h: Ec2Harness, eniId: string): Promise<NetworkInterface> {
+  const out = await h.ec2.send(new DescribeNetworkInterfacesCommand({ NetworkInterfaceIds: [eniId] }));
+  const eni = out.NetworkInterfaces?.[0];
+  if (!eni) throw new Error(`no ${eniId}`);
+  return eni;
+}
+
+/** The subnet's AvailableIpAddressCount as DescribeSubnets reports it. */
+export async function subnetFreeCount(h: Ec2Harness, subnetId = h.subnetId): Promise<number> {
+  const out = await h.ec2.send(new DescribeSubnetsCommand({ SubnetIds: [subnetId] }));
+  return out.Subnets?.[0]?.AvailableIpAddressCount as number;
 }
