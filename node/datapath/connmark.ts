@@ -1,8 +1,8 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, existsSync, openSync } from 'node:fs';
+import { closeSync, existsSync } from 'node:fs';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import { VpcLeaseError } from '../../shared/errors.js';
-import { loadNetnsAddon } from './native.js';
+import { inNetns } from './native.js';
 import { listRules } from './pod-rules.js';
 import {
   AF_INET,
@@ -62,25 +62,6 @@ function run(file: string, args: readonly string[], input?: string): { status: n
   });
   if (out.error) throw new IptablesError(`failed to run ${file}: ${out.error.message}`, { cause: out.error });
   return { status: out.status ?? 1, stderr: out.stderr ?? '' };
-}
-
-/**
- * Runs `fn` with this thread in the pod's netns: a synchronous spawn forks from this thread, so the child
- * (iptables) starts in the pod's namespace. Nothing else runs meanwhile — the event loop is blocked.
- */
-function inNetns<T>(podNsFd: number, fn: () => T): T {
-  const addon = loadNetnsAddon();
-  const self = openSync('/proc/thread-self/ns/net', 'r');
-  try {
-    addon.setns(podNsFd);
-    try {
-      return fn();
-    } finally {
-      addon.setns(self);
-    }
-  } finally {
-    closeSync(self);
-  }
 }
 
 function podRules(podVeth: string): string[] {

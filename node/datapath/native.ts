@@ -1,4 +1,4 @@
-import { existsSync, realpathSync } from 'node:fs';
+import { closeSync, existsSync, openSync, realpathSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -48,4 +48,26 @@ export function loadNetnsAddon(env: NodeJS.ProcessEnv = process.env): NetnsAddon
     );
   loaded = createRequire(found)(found) as NetnsAddon;
   return loaded;
+}
+
+/**
+ * Runs `fn` with this thread inside the network namespace `nsFd`, then returns the thread to its own namespace.
+ * A netlink socket belongs to the netns of the thread that opened it, and a synchronous spawn forks from this
+ * thread, so opening a socket or running iptables here lands in the pod. CLONE_NEWNET is per-thread and `fn`
+ * must be synchronous: libuv's workers never notice, and nothing else runs meanwhile. The only place vpc-lease
+ * switches namespaces — a thread left in the pod's netns would misdirect everything after it.
+ */
+export function inNetns<T>(nsFd: number, fn: () => T): T {
+  const addon = loadNetnsAddon();
+  const self = openSync('/proc/thread-self/ns/net', 'r');
+  try {
+    addon.setns(nsFd);
+    try {
+      return fn();
+    } finally {
+      addon.setns(self);
+    }
+  } finally {
+    closeSync(self);
+  }
 }

@@ -1,14 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync } from 'node:fs';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import type { LinkMessage } from 'netlink/dist/rt/structs.js';
 import { VpcLeaseError } from '../../shared/errors.js';
 import { formatIpv4 } from '../../shared/ipv4.js';
 import type { Logger } from '../../shared/log.js';
-import { loadNetnsAddon } from './native.js';
-import { NetnsMissingError, NotANetnsError, openNetns } from './netns.js';
+import { openNetns } from './netns.js';
 import { inspectPodRouting, podRoutingSpec, setupPodRouting, withPodNetns } from './pod-routing.js';
 import type { Datapath, PodLink, PodLinkSpec, PodLinkState } from './port.js';
+import { socketInNetns } from './rtnl.js';
 import { deletePodLink } from './teardown.js';
 import { faultPoint, type TestHooks } from './test-hooks.js';
 import { UndoStack } from './undo.js';
@@ -120,23 +120,8 @@ export class NetlinkDatapath implements Datapath {
     this.host.socket.close();
   }
 
-  /**
-   * A socket belongs to the netns of the thread that opened it: enter the pod's netns on this thread for the
-   * socket() call only, then return. CLONE_NEWNET is per-thread, so libuv's workers never notice.
-   */
   private socketIn(nsFd: number): RtNetlinkSocket {
-    const addon = loadNetnsAddon();
-    const self = openSync('/proc/thread-self/ns/net', 'r');
-    try {
-      addon.setns(nsFd);
-      try {
-        return this.nl.createRtNetlink();
-      } finally {
-        addon.setns(self);
-      }
-    } finally {
-      closeSync(self);
-    }
+    return socketInNetns(this.nl.createRtNetlink, nsFd);
   }
 
   private async findMaster(mac: string): Promise<LinkMessage | undefined> {
@@ -271,22 +256,8 @@ export class NetlinkDatapath implements Datapath {
   }
 
   /** Runs `fn` with a socket in the pod's netns; undefined when the netns is gone or is not one. */
-  private async inPod<T>(netnsPath: string, fn: (socket: RtNetlinkSocket) => Promise<T>): Promise<T | undefined> {
-    let nsFd: number;
-    try {
-      nsFd = openNetns(netnsPath);
-    } catch (err) {
-      if (err instanceof NetnsMissingError || err instanceof NotANetnsError) return undefined;
-      throw err;
-    }
-    let socket: RtNetlinkSocket | undefined;
-    try {
-      socket = this.socketIn(nsFd);
-      return await fn(socket);
-    } finally {
-      socket?.socket.close();
-      closeSync(nsFd);
-    }
+  private inPod<T>(netnsPath: string, fn: (socket: RtNetlinkSocket) => Promise<T>): Promise<T | undefined> {
+    return withPodNetns(this.nl.createRtNetlink, netnsPath, (pod) => fn(pod.socket));
   }
 
   teardown(netnsPath: string, ifName: string): Promise<'removed' | 'absent'> {

@@ -1,8 +1,8 @@
-import { closeSync, openSync } from 'node:fs';
+import { closeSync } from 'node:fs';
 import type { RawNetlinkSocket } from 'netlink/dist/raw.js';
 import { CONNMARK, POD_FWMARK_RULE_PRIORITY, POD_RETURN_TABLE, startRemovePodConnmark } from './connmark.js';
 import { hostVethName, podVethName } from './host-veth.js';
-import { loadNetnsAddon } from './native.js';
+import { inNetns } from './native.js';
 import { NetnsMissingError, NotANetnsError, openNetns } from './netns.js';
 import { POD_RULE_PRIORITY } from './pod-rules.js';
 import type { IpvlanMode } from './port.js';
@@ -150,18 +150,7 @@ class RawRtnl {
 }
 
 function socketInNetns(Socket: RawModule['RawNetlinkSocket'], nsFd: number): RawNetlinkSocket {
-  const addon = loadNetnsAddon();
-  const self = openSync('/proc/thread-self/ns/net', 'r');
-  try {
-    addon.setns(nsFd);
-    try {
-      return new Socket(NETLINK_ROUTE);
-    } finally {
-      addon.setns(self);
-    }
-  } finally {
-    closeSync(self);
-  }
+  return inNetns(nsFd, () => new Socket(NETLINK_ROUTE));
 }
 
 function openPodNetns(path: string): number | undefined {

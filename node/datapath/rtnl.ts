@@ -1,8 +1,7 @@
-import { closeSync, openSync } from 'node:fs';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import { VpcLeaseError } from '../../shared/errors.js';
 import { parseIpv4 } from '../../shared/ipv4.js';
-import { loadNetnsAddon } from './native.js';
+import { inNetns } from './native.js';
 
 /**
  * Small rtnetlink helpers shared by the L3/L3S tables and rules and the host veth: the error wrapper that keeps
@@ -100,16 +99,5 @@ export async function loadCreateRtNetlink(): Promise<CreateRtNetlink> {
  * call only, then return. CLONE_NEWNET is per-thread, so libuv's workers never notice.
  */
 export function socketInNetns(create: CreateRtNetlink, nsFd: number): RtNetlinkSocket {
-  const addon = loadNetnsAddon();
-  const self = openSync('/proc/thread-self/ns/net', 'r');
-  try {
-    addon.setns(nsFd);
-    try {
-      return create();
-    } finally {
-      addon.setns(self);
-    }
-  } finally {
-    closeSync(self);
-  }
+  return inNetns(nsFd, create);
 }

@@ -1,6 +1,6 @@
-import { closeSync, openSync } from 'node:fs';
+import { closeSync } from 'node:fs';
 import type { RawNetlinkSocket } from 'netlink/dist/raw.js';
-import { loadNetnsAddon } from './native.js';
+import { inNetns } from './native.js';
 import { NetnsMissingError, NotANetnsError, openNetns } from './netns.js';
 
 /** A link deletion the kernel refused for another reason than "no such device". */
@@ -59,18 +59,7 @@ export async function deletePodLink(netnsPath: string, ifName: string): Promise<
   const RawSocket = (raw.default ?? raw).RawNetlinkSocket;
   let socket: RawNetlinkSocket | undefined;
   try {
-    const addon = loadNetnsAddon();
-    const self = openSync('/proc/thread-self/ns/net', 'r');
-    try {
-      addon.setns(nsFd);
-      try {
-        socket = new RawSocket(NETLINK_ROUTE);
-      } finally {
-        addon.setns(self);
-      }
-    } finally {
-      closeSync(self);
-    }
+    socket = inNetns(nsFd, () => new RawSocket(NETLINK_ROUTE));
     const open = socket;
     const seq = (Date.now() & 0x7fffffff) >>> 0;
     const errno = await new Promise<number>((resolve, reject) => {
