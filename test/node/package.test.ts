@@ -90,7 +90,7 @@ describe('the built vpc-lease-cni', () => {
     expect(readdirSync(confDir)).toEqual(['10-vpc-lease.conflist']);
     const conflist = JSON.parse(readFileSync(join(confDir, '10-vpc-lease.conflist'), 'utf8'));
     expect(conflist).toEqual({
-      cniVersion: '1.0.0',
+      cniVersion: '1.1.0',
       name: 'vpc-lease',
       plugins: [
         { type: 'vpc-lease-cni', tableName: 'prod-leases', mtu: 9001 },
