@@ -5,6 +5,7 @@ import { SEA_NATIVE_FILES } from '../../node/launcher/layout.js';
 import type { PluginRun } from '../node/support/node-fixture.js';
 import { missing } from '../support/capabilities.js';
 import { CniBenchNode, expectOk } from './cni-node.js';
+import { childrenCpuMs } from './cpu.js';
 import { execPlugin } from './exec.js';
 import { phaseMediansMs } from './plugin-log.js';
 import { elapsedMs, ratio, round, seededRandom, shuffle, summarize } from './stats.js';
@@ -159,6 +160,29 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
       },
     };
 
+    // CPU per pod (ADD + DEL), from the reaped children's rusage, beside two bare `node -e ''` (the floor of
+    // any pod served by two Node processes) and the Go chain's ADD + DEL.
+    const cpuPods = 10;
+    const cpuOf = async (run: (i: number) => Promise<void>): Promise<number> => {
+      const before = childrenCpuMs();
+      for (let i = 0; i < cpuPods; i++) await run(i);
+      return round((childrenCpuMs() - before) / cpuPods);
+    };
+    const cpuMsPerPod = {
+      ours: await cpuOf(async (i) => {
+        expectOk('cpu ADD', await node.run('ADD', { netns, containerId: `cpu${i}` }, ours));
+        expectOk('cpu DEL', await node.run('DEL', { netns, containerId: `cpu${i}` }, ours));
+      }),
+      twoBareNodes: await cpuOf(async () => {
+        for (let k = 0; k < 2; k++) expectOk('node -e', await execPlugin(process.execPath, ['-e', ''], env, ''));
+      }),
+      goChain: await cpuOf(async (i) => {
+        const ids = { containerId: `gocpu${i}`, netns, ifName: 'eth1' };
+        expectOk('go cpu ADD', await node.runGo('ADD', ids, node.goNetconf()));
+        expectOk('go cpu DEL', await node.runGo('DEL', ids, node.goNetconf()));
+      }),
+    };
+
     // Counted pass: every request the plugin sends to DynamoDB, IMDS and (never) EC2, per command.
     const counted = node.netconf(true);
     const perCommand = { ADD: 0, CHECK: 0, DEL: 0 };
@@ -215,6 +239,7 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
       delPhasesSinceProcessStartMs: delPhasesMs,
       binary: 'single executable (V8 startup snapshot)',
       memory,
+      cpuMsPerPod,
       countedPods: pods,
       dynamoRequestsPerAdd,
       dynamoRequestsPerCheck: per(perCommand.CHECK),
@@ -228,6 +253,7 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
         atMost2DynamoRequestsPerAdd: dynamoRequestsPerAdd <= 2,
         atMost1DynamoRequestPerDel: dynamoRequestsPerDel <= 1,
         noEc2CallsPerPod: ec2RequestsPerPod === 0,
+        cpuAtMost50MsPerPod: cpuMsPerPod.ours <= 50,
       },
     };
   } finally {
