@@ -1,7 +1,7 @@
 /**
  * A quick start-up measurement (the benchmark suite proper lives in test/bench): medians of VERSION, ADD and DEL
- * of the development launcher (bundle + V8 code cache on the repo's Node) and of the single executable (V8
- * startup snapshot, what a node runs), next to bare `node -e ''` and the Go reference (macvlan + host-local),
+ * of the development launcher (bundle + V8 code cache on the running Node) and of the single executable in
+ * both startup modes (code cache, what a node runs, and V8 startup snapshot), next to bare `node -e ''` and the Go reference (macvlan + host-local),
  * measured in the same run, sequentially, as root. `npx tsx test/node/measure-startup.ts [rounds]`. Prints JSON.
  */
 import { execFileSync } from 'node:child_process';
@@ -41,6 +41,9 @@ try {
     'sea VERSION': [],
     'sea ADD': [],
     'sea DEL': [],
+    'sea-snapshot VERSION': [],
+    'sea-snapshot ADD': [],
+    'sea-snapshot DEL': [],
     'go macvlan VERSION': [],
     'go macvlan+host-local ADD': [],
     'go macvlan+host-local DEL': [],
@@ -65,7 +68,8 @@ try {
   // Warm the identity cache and the page cache once, as on a node that has run pods before.
   await f.run('ADD', { netns, containerId: 'warm' }, f.netconf('1.0.0'));
   await f.run('DEL', { netns, containerId: 'warm' }, f.netconf('1.0.0'));
-  const sea = await buildSea(seaDir, { reuse: true });
+  const sea = await buildSea(join(seaDir, 'code-cache'), { reuse: true });
+  const seaSnapshot = await buildSea(join(seaDir, 'snapshot'), { reuse: true, startup: 'snapshot' });
   const seaEnv = (command: string, containerId: string): Record<string, string> => ({
     ...f.baseEnv(),
     CNI_COMMAND: command,
@@ -79,6 +83,11 @@ try {
     samples['sea VERSION']!.push(await timed(() => runProcess(sea, [], seaEnv('VERSION', 'v'), '{}')));
     samples['sea ADD']!.push(await timed(() => runProcess(sea, [], seaEnv('ADD', `s${i}`), seaConf)));
     samples['sea DEL']!.push(await timed(() => runProcess(sea, [], seaEnv('DEL', `s${i}`), seaConf)));
+    const snap = (command: string, id: string, stdin: string) =>
+      runProcess(seaSnapshot, [], seaEnv(command, id), stdin);
+    samples['sea-snapshot VERSION']!.push(await timed(() => snap('VERSION', 'v', '{}')));
+    samples['sea-snapshot ADD']!.push(await timed(() => snap('ADD', `p${i}`, seaConf)));
+    samples['sea-snapshot DEL']!.push(await timed(() => snap('DEL', `p${i}`, seaConf)));
     samples['node -e ""']!.push(await timed(() => runProcess(process.execPath, ['-e', ''], env, '')));
     samples['vpc-lease VERSION']!.push(await timed(() => f.run('VERSION', {}, {})));
     samples['vpc-lease ADD']!.push(
@@ -111,6 +120,9 @@ try {
           seaADD: Math.round((medians['sea ADD']! / bare) * 100) / 100,
           seaDEL: Math.round((medians['sea DEL']! / bare) * 100) / 100,
           seaVERSION: Math.round((medians['sea VERSION']! / bare) * 100) / 100,
+          seaSnapshotADD: Math.round((medians['sea-snapshot ADD']! / bare) * 100) / 100,
+          seaSnapshotDEL: Math.round((medians['sea-snapshot DEL']! / bare) * 100) / 100,
+          seaSnapshotVERSION: Math.round((medians['sea-snapshot VERSION']! / bare) * 100) / 100,
         },
       },
       null,
