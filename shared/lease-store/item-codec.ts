@@ -12,7 +12,8 @@ export type Item = Record<string, AttributeValue>;
  * partition is queried on every pod start; the mapping lives here and nowhere else.
  *
  * Lease item life cycle of the optional attributes:
- * - holder (hc/hi/hn/pn/pp) is present exactly while CLAIMED;
+ * - holder (hc/hi/hn/pn/pp/hnw) is present exactly while CLAIMED (hnw, the CNI network name, only on leases
+ *   claimed since it was added: GC releases only its own network's attachments);
  * - cAt (the claimable index's sort key, and reusableAtMs) exactly while FREE or COOLDOWN;
  * - cl (claimedAtMs) is the last claim, rl (releasedAtMs) the last time the lease left use (a holder's
  *   release, or the start of the release handshake) — both kept as history.
@@ -35,6 +36,7 @@ export const A = {
   netns: 'hn',
   podNamespace: 'pn',
   podName: 'pp',
+  network: 'hnw',
   createdAt: 'ca',
   claimedAt: 'cl',
   releasedAt: 'rl',
@@ -55,10 +57,10 @@ export const A = {
   goneSeenAt: 'gs',
 } as const;
 
-export const HOLDER_ATTRS = [A.containerId, A.ifName, A.netns, A.podNamespace, A.podName] as const;
+export const HOLDER_ATTRS = [A.containerId, A.ifName, A.netns, A.podNamespace, A.podName, A.network] as const;
 
 /** The holder's CNI network name (GC releases only its own network's leases); written by the node's claim. */
-export const HOLDER_NETWORK_ATTR = 'hnw';
+export const HOLDER_NETWORK_ATTR = A.network;
 
 /**
  * Every attribute a node's UpdateItem may name (the node policy's `dynamodb:Attributes`): the keys, which IAM
@@ -75,7 +77,6 @@ export const NODE_WRITABLE_ATTRS = [
   A.releasedAt,
   A.cAt,
   ...HOLDER_ATTRS,
-  HOLDER_NETWORK_ATTR,
 ] as const;
 
 const s = (value: string): AttributeValue => ({ S: value });
@@ -119,6 +120,7 @@ export function encodeHolder(holder: LeaseHolder): { set: string[]; remove: stri
     [A.netns, holder.netns],
     [A.podNamespace, holder.podNamespace],
     [A.podName, holder.podName],
+    [A.network, holder.network],
   ];
   for (const [attr, value] of fields) {
     if (value === undefined) {
@@ -167,12 +169,14 @@ export function decodeLease(item: Item): Lease {
   if (containerId !== undefined && ifName !== undefined) {
     const podNamespace = str(item, A.podNamespace);
     const podName = str(item, A.podName);
+    const network = str(item, A.network);
     holder = {
       containerId,
       ifName,
       netns: str(item, A.netns) ?? '',
       ...(podNamespace !== undefined ? { podNamespace } : {}),
       ...(podName !== undefined ? { podName } : {}),
+      ...(network !== undefined ? { network } : {}),
     };
   }
   const prefix = str(item, A.prefix);
