@@ -78,6 +78,13 @@ export const netconfSchema = {
     default: false,
     doc: 'GC may also release leases claimed before holders recorded their network (no hnw): set it only where one vpc-lease network runs on the node.',
   },
+  attachmentLockWaitMs: {
+    kind: 'int',
+    default: 10_000,
+    min: 0,
+    max: 600_000,
+    doc: 'How long an ADD or DEL waits for another call of the same attachment to finish before failing with code 11.',
+  },
   statusStoreGraceMs: {
     kind: 'int',
     default: 120_000,
