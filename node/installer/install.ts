@@ -36,6 +36,8 @@ export interface InstallOptions {
   readonly pluginConfig: Record<string, unknown>;
   /** Plugins chained after ours, e.g. portmap. */
   readonly chained: readonly Record<string, unknown>[];
+  /** What must sit beside the executable (default SUPPORT_FILES; a single executable needs only its natives). */
+  readonly supportFiles?: readonly string[];
 }
 
 export interface InstallReport {
@@ -97,7 +99,7 @@ export function install(options: InstallOptions): InstallReport {
   mkdirSync(options.confDir, { recursive: true });
   const installed: string[] = [];
   // Support files first: a new launcher must never run beside an old (or missing) bundle or addon.
-  for (const file of SUPPORT_FILES) {
+  for (const file of options.supportFiles ?? SUPPORT_FILES) {
     const from = join(sourceDir, file);
     if (!existsSync(from)) throw new ValidationError(`missing ${file} beside ${source}; install from the dist/ build`);
     atomicCopy(from, join(options.binDir, file), 0o755);
