@@ -1,4 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
+import { chmodSync, statSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
@@ -6,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Journal } from '../../node/journal/journal.js';
 import type { NodePhase, NodeRecord } from '../../shared/domain/node.js';
 import { missing } from '../support/capabilities.js';
-import { NodeFixture } from './support/node-fixture.js';
+import { NodeFixture, runProcess } from './support/node-fixture.js';
 
 /**
  * Semantics kubelet and containerd rely on, driven as a runtime drives the plugin (a process per call): STATUS
@@ -243,6 +244,74 @@ describe.skipIf(skip)('vpc-lease-cni STATUS, GC and serialized ADDs', () => {
       expect(retry.code, retry.stdout).toBe(0);
       expect((await holderOf(containerId))?.ip).toBe(journal.read(containerId, 'eth0')?.ip);
       expect((await f.run('DEL', { netns, containerId }, f.netconf('1.1.0'))).code).toBe(0);
+    }, 120_000);
+  });
+
+  describe('node hardening', () => {
+    const delEnv = (extra: Record<string, string | undefined> = {}) => {
+      const env: Record<string, string> = {
+        ...f.baseEnv(),
+        CNI_COMMAND: 'DEL',
+        CNI_CONTAINERID: 'harden-1',
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: '/usr/lib/cni',
+      };
+      for (const [k, v] of Object.entries(extra)) {
+        if (v === undefined) delete env[k];
+        else env[k] = v;
+      }
+      return env;
+    };
+
+    it('creates its log file 0640 under a umask of 000, and narrows one an older version left wider', async () => {
+      const logFile = join(f.dir, 'hardening', 'cni.log');
+      const stdin = JSON.stringify(f.netconf('1.1.0', { logFile }));
+      // The runtime's umask is not ours to choose: run the plugin under the widest one.
+      const underUmask0 = () => runProcess('/bin/sh', ['-c', 'umask 000 && exec "$0"', f.cni], delEnv(), stdin);
+      const first = await underUmask0();
+      expect(first.code, first.stdout).toBe(0);
+      expect(statSync(logFile).mode & 0o777).toBe(0o640);
+      expect(statSync(join(f.dir, 'hardening')).mode & 0o777).toBe(0o750);
+      chmodSync(logFile, 0o666);
+      expect((await underUmask0()).code).toBe(0);
+      expect(statSync(logFile).mode & 0o777).toBe(0o640);
+    }, 120_000);
+
+    it('refuses test-only overrides without test mode, naming them, and honours them with it', async () => {
+      const stdin = JSON.stringify(f.netconf('1.1.0'));
+      const native = await runProcess(
+        f.cni,
+        [],
+        delEnv({ VPC_LEASE_TEST_MODE: undefined, VPC_LEASE_TEST_LINK_KIND: undefined, VPC_LEASE_NATIVE_DIR: f.dir }),
+        stdin,
+      );
+      expect(native.json).toMatchObject({
+        code: 4,
+        msg: expect.stringMatching(/VPC_LEASE_NATIVE_DIR is honoured only in test mode/),
+      });
+      // The fixture's IMDS is on loopback: without test mode the netconf's imdsEndpoint is refused with code 7.
+      const imds = await runProcess(
+        f.cni,
+        [],
+        delEnv({ VPC_LEASE_TEST_MODE: undefined, VPC_LEASE_TEST_LINK_KIND: undefined }),
+        stdin,
+      );
+      expect(imds.json).toMatchObject({
+        code: 7,
+        details: expect.stringMatching(/imdsEndpoint: .* only in test mode/),
+      });
+      const cleartext = await runProcess(
+        f.cni,
+        [],
+        delEnv(),
+        JSON.stringify(f.netconf('1.1.0', { dynamoEndpoint: 'http://10.0.0.9:8000' })),
+      );
+      expect(cleartext.json).toMatchObject({
+        code: 7,
+        details: expect.stringMatching(/dynamoEndpoint: plain http to 10\.0\.0\.9/),
+      });
+      const ok = await runProcess(f.cni, [], delEnv(), stdin);
+      expect(ok.code, ok.stdout).toBe(0);
     }, 120_000);
   });
 });
