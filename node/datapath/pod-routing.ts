@@ -154,7 +154,7 @@ export async function setupPodRouting(
       removePodConnmark(s.podNsFd, podName);
     });
     installPodConnmark(s.podNsFd, podName);
-    if (needsTable(spec.mode)) await ensureHostConnmark(s.host);
+    await ensureHostConnmark(s.host);
     fault('add-connmark');
   }
 }
