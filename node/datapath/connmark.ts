@@ -2,8 +2,10 @@ import { spawn, spawnSync } from 'node:child_process';
 import { closeSync, existsSync } from 'node:fs';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import { VpcLeaseError } from '../../shared/errors.js';
+import { interfacesWith } from './host-veth.js';
 import { inNetns } from './native.js';
 import { listRules } from './pod-rules.js';
+import { loosenRpFilter } from './rp-filter.js';
 import {
   AF_INET,
   CREATE_EXCL,
@@ -195,9 +197,15 @@ export async function removePodReturnRule(pod: RtNetlinkSocket): Promise<'remove
  * - anything else a pod forwards through its veth is dropped: only DNATed (service) connections may pass, so a
  *   pod cannot reach IMDS, or anything else, with the node's address.
  */
-export async function ensureHostConnmark(host: RtNetlinkSocket): Promise<'installed' | 'present'> {
+export async function ensureHostConnmark(
+  host: RtNetlinkSocket,
+  hostIps: readonly string[],
+): Promise<'installed' | 'present'> {
   const rules = await listRules(host);
   if (rules.some((r) => r.fwmark === CONNMARK && r.priority === HOST_FWMARK_RULE_PRIORITY)) return 'present';
+  // Masqueraded service replies come back on the host's own interfaces (the boot ENI) addressed to a pod whose
+  // `from` rule points elsewhere: those interfaces need loose reverse-path filtering (rp-filter.ts).
+  for (const name of await interfacesWith(host, hostIps)) loosenRpFilter(name);
   const hex = `0x${CONNMARK.toString(16)}`;
   const mark = `${hex}/${hex}`;
   const has = (table: string, chain: string, target: string): boolean =>

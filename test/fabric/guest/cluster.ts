@@ -48,7 +48,9 @@ export function shippedConfig(): string {
 export class Cluster {
   private dynalite?: DynaliteHandle;
   private store?: DynamoLeaseStore;
+  /** Per configuration (stopped by stopWorkloads) and for the whole run (stopped by close). */
   private readonly children: ChildProcess[] = [];
+  private readonly lasting: ChildProcess[] = [];
 
   constructor(
     readonly nodes: readonly FabricNode[],
@@ -99,8 +101,24 @@ export class Cluster {
     await this.store!.putLeases(rows, Date.now() - 60_000);
   }
 
-  /** One plugin call the way containerd's libcni makes it, with the node's installed conflist. */
-  plugin(
+  /**
+   * One plugin call the way containerd's libcni makes it, with the node's installed conflist; code 11 ("try
+   * again later", e.g. IMDS slow under the VM's emulation) is retried as kubelet retries the sandbox.
+   */
+  async plugin(
+    node: string,
+    command: 'ADD' | 'DEL' | 'CHECK',
+    containerId: string,
+    netns: string,
+    override: Record<string, unknown> = {},
+  ): Promise<PluginRun> {
+    for (let attempt = 1; ; attempt++) {
+      const r = await this.pluginOnce(node, command, containerId, netns, override);
+      if (r.code === 0 || attempt >= 3 || r.json?.['code'] !== 11) return r;
+    }
+  }
+
+  private pluginOnce(
     node: string,
     command: 'ADD' | 'DEL' | 'CHECK',
     containerId: string,
@@ -125,19 +143,19 @@ export class Cluster {
     );
   }
 
-  track(child: ChildProcess): void {
-    this.children.push(child);
+  track(child: ChildProcess, lasting = false): void {
+    (lasting ? this.lasting : this.children).push(child);
   }
 
   /** A long-running workload in a namespace, stopped by `stopWorkloads`. */
-  spawnIn(ns: string, argv: readonly string[]): ChildProcess {
+  spawnIn(ns: string, argv: readonly string[], lasting = false): ChildProcess {
     const child = spawn('ip', ['netns', 'exec', ns, ...argv], { stdio: 'ignore', detached: false });
-    this.children.push(child);
+    this.track(child, lasting);
     return child;
   }
 
   /** busybox httpd on :port answering `/cgi-bin/who` with "<name> <client address>". */
-  web(ns: string, name: string, port = 8080): void {
+  web(ns: string, name: string, port = 8080, lasting = false): void {
     const dir = join(ROOT, 'www', `${name}-${port}`);
     mkdirSync(join(dir, 'cgi-bin'), { recursive: true });
     writeFileSync(join(dir, 'index.html'), `${name}\n`);
@@ -146,7 +164,7 @@ export class Cluster {
       `#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n%s %s\\n' '${name}' "$REMOTE_ADDR"\n`,
       { mode: 0o755 },
     );
-    this.spawnIn(ns, ['busybox', 'httpd', '-f', '-p', String(port), '-h', dir]);
+    this.spawnIn(ns, ['busybox', 'httpd', '-f', '-p', String(port), '-h', dir], lasting);
   }
 
   stopWorkloads(): void {
@@ -155,11 +173,17 @@ export class Cluster {
 
   async close(): Promise<void> {
     this.stopWorkloads();
+    for (const c of this.lasting.splice(0)) c.kill('SIGKILL');
     await this.dynalite?.close();
   }
 }
 
+/**
+ * A pod's netns. The VM's root namespace is the fabric, so pods would inherit its sysctls; a real pod inherits
+ * the node's (Amazon Linux: strict rp_filter), which is what the plugin must cope with.
+ */
 export function addPodNetns(name: string): void {
   ip('netns', 'add', name);
   ip('-n', name, 'link', 'set', 'lo', 'up');
+  ip('netns', 'exec', name, 'sysctl', '-qw', 'net.ipv4.conf.all.rp_filter=1', 'net.ipv4.conf.default.rp_filter=1');
 }

@@ -7,6 +7,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { KUBE_JUMPS, kubeProxyRules, type Service } from '../kube-proxy.js';
 import {
   buildTopology,
@@ -26,7 +27,7 @@ import {
 import { BIG_BYTES, DNS_ANSWER, runAgent } from './agent.js';
 import { addPodNetns, Cluster, shippedConfig } from './cluster.js';
 import { type FabricImds, startFabricImds } from './imds.js';
-import { buildFabric, exec, ip, restore } from './net.js';
+import { buildFabric, cmd, exec, ip, restore } from './net.js';
 
 export interface CellResult {
   readonly config: string;
@@ -72,7 +73,7 @@ function short(text: string): string {
 }
 
 /** HTTP GET from a namespace; the body, or undefined with why. */
-async function get(ns: string | undefined, url: string, seconds = 20): Promise<{ body?: string; why: string }> {
+async function get(ns: string | undefined, url: string, seconds = 12): Promise<{ body?: string; why: string }> {
   const r = await exec(ns, ['timeout', String(seconds), 'busybox', 'wget', '-q', '-O', '-', url]);
   return r.code === 0
     ? { body: r.stdout, why: '' }
@@ -84,11 +85,11 @@ async function ping(ns: string | undefined, target: string, extra: readonly stri
   return r.code === 0;
 }
 
-function startAgent(cluster: Cluster, ns: string, kind: string, name: string): Promise<ChildProcess> {
+function startAgent(cluster: Cluster, ns: string, kind: string, name: string, lasting = false): Promise<ChildProcess> {
   const child = spawn('ip', ['netns', 'exec', ns, process.execPath, process.argv[1]!, 'agent', kind, name], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  cluster.track(child);
+  cluster.track(child, lasting);
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`agent ${name} did not start`)), 30_000);
     child.stdout?.on('data', (c: Buffer) => {
@@ -358,7 +359,8 @@ async function runConfig(
   const config = `${mode}/${kind}`;
   const nodes = cluster.nodes;
   const installs = await Promise.all(
-    nodes.map((n) =>
+    // The ConfigMap's mode changed: the DaemonSet's rollout reinstalls (once per mode, not per subnet kind).
+    (kind === KINDS[0] || firstConfig ? nodes : []).map((n) =>
       cluster.install(n.name, JSON.stringify({ ...JSON.parse(shippedConfig()), mode }), [
         '--service-cidrs',
         SERVICE_CIDR,
@@ -405,6 +407,7 @@ async function runConfig(
     await startAgent(cluster, p['node2']!.same.ns, 'dns', 'dns');
     await new Promise((r) => setTimeout(r, 500)); // busybox httpd has no readiness signal
     await runCells(config, matrixCells(imds, nodes, p), out);
+    if (out.some((r) => r.config === config && !r.ok)) writeDiagnostics(config, p);
     await runCells(config, [modeChangeCell(cluster, mode, p['node1']!)], out);
   } finally {
     cluster.stopWorkloads();
@@ -421,6 +424,31 @@ async function runConfig(
     });
     for (const n of nodes) for (const pod of pods[n.name]!) ip('netns', 'del', pod.ns);
   }
+}
+
+/** What explains a FAIL: counters of every rule on both nodes and the fabric, rules and routes, pod routes. */
+function writeDiagnostics(config: string, p: Record<string, NodePods>): void {
+  const dir = dirname(process.argv[2]!);
+  const safe = (f: () => string): string => {
+    try {
+      return f();
+    } catch (err) {
+      return String(err);
+    }
+  };
+  const sections: string[] = [
+    `fabric raw (source check drops):\n${safe(() => cmd('iptables', '-w', '5', '-t', 'raw', '-S', '-v'))}`,
+  ];
+  for (const ns of ['node1', 'node2'])
+    sections.push(
+      `${ns} iptables-save -c:\n${safe(() => cmd('ip', 'netns', 'exec', ns, 'iptables-save', '-c'))}`,
+      `${ns} rules:\n${safe(() => ip('-n', ns, 'rule', 'show'))}`,
+      `${ns} routes:\n${safe(() => ip('-n', ns, 'route', 'show', 'table', 'all'))}`,
+    );
+  const c = p['node1']!.client;
+  sections.push(`${c.name} routes:\n${safe(() => ip('-n', c.ns, 'route', 'show', 'table', 'all'))}`);
+  sections.push(`${c.name} rules:\n${safe(() => ip('-n', c.ns, 'rule', 'show'))}`);
+  writeFileSync(join(dir, `diag-${config.replace('/', '-')}.txt`), sections.join('\n\n'));
 }
 
 /** ipvlan's mode belongs to the master: an ADD asking another mode on an ENI with live pods must be refused. */
@@ -464,8 +492,8 @@ async function main(): Promise<void> {
   ip('-n', 'node2', 'addr', 'add', `${TRAP_IP}/32`, 'dev', 'eth0');
   const imds = await startFabricImds(nodes);
   const cluster = new Cluster(nodes, cni);
-  const outside = startAgent(cluster, 'outside', 'web', 'outside');
-  for (const n of nodes) cluster.web(n.name, n.name, HOST_PORT);
+  const outside = startAgent(cluster, 'outside', 'web', 'outside', true);
+  for (const n of nodes) cluster.web(n.name, n.name, HOST_PORT, true);
   await outside;
   try {
     await runCells('install', installCells(cluster, imds, nodes), out);
