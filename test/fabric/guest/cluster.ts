@@ -112,35 +112,21 @@ export class Cluster {
     netns: string,
     override: Record<string, unknown> = {},
   ): Promise<PluginRun> {
-    for (let attempt = 1; ; attempt++) {
-      const r = await this.pluginOnce(node, command, containerId, netns, override);
-      if (r.code === 0 || attempt >= 3 || r.json?.['code'] !== 11) return r;
-    }
-  }
-
-  private pluginOnce(
-    node: string,
-    command: 'ADD' | 'DEL' | 'CHECK',
-    containerId: string,
-    netns: string,
-    override: Record<string, unknown> = {},
-  ): Promise<PluginRun> {
     const list = this.conflist(node);
     const [ours] = list['plugins'] as Record<string, unknown>[];
-    const netconf = { cniVersion: list['cniVersion'], name: list['name'], ...ours, ...override };
-    return nodeExec(
-      node,
-      ['/opt/cni/bin/vpc-lease-cni'],
-      {
-        CNI_COMMAND: command,
-        CNI_CONTAINERID: containerId,
-        CNI_NETNS: `/var/run/netns/${netns}`,
-        CNI_IFNAME: 'eth0',
-        CNI_PATH: '/opt/cni/bin',
-        AWS_ENDPOINT_URL_DYNAMODB: this.dynalite!.endpoint,
-      },
-      JSON.stringify(netconf),
-    );
+    const netconf = JSON.stringify({ cniVersion: list['cniVersion'], name: list['name'], ...ours, ...override });
+    const env = {
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: containerId,
+      CNI_NETNS: `/var/run/netns/${netns}`,
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: '/opt/cni/bin',
+      AWS_ENDPOINT_URL_DYNAMODB: this.dynalite!.endpoint,
+    };
+    for (let attempt = 1; ; attempt++) {
+      const r = await nodeExec(node, ['/opt/cni/bin/vpc-lease-cni'], env, netconf);
+      if (r.code === 0 || attempt >= 3 || r.json?.['code'] !== 11) return r;
+    }
   }
 
   track(child: ChildProcess, lasting = false): void {
