@@ -57,6 +57,8 @@ function conditionHolds(operator: string, key: string, wanted: readonly string[]
   switch (operator) {
     case 'StringEquals':
       return typeof actual === 'string' && values.includes(actual);
+    case 'StringEqualsIfExists':
+      return actual === undefined || (typeof actual === 'string' && values.includes(actual));
     case 'StringLike':
       return typeof actual === 'string' && values.some((v) => glob(v, actual, false));
     case 'ArnEquals':
