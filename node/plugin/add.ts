@@ -104,7 +104,14 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
     }
     if (!link) {
       const routing = podRouting(config, req.containerId, claimed.deviceIndex);
+      const peers = journal
+        .list()
+        .filter(
+          (r) => r.placement?.mac === claimed.mac && !(r.containerId === req.containerId && r.ifName === req.ifName),
+        )
+        .map((r) => ({ netnsPath: r.netns, ifName: r.ifName }));
       link = await datapath.setup({
+        peers,
         netnsPath: req.netns,
         ifName: req.ifName,
         masterMac: claimed.mac,
