@@ -73,6 +73,18 @@ export const netconfSchema = {
     max: 86_400_000,
     doc: 'GC never releases a lease claimed more recently than this: an ADD in flight is not yet in the runtime’s list.',
   },
+  gcUnnamedLeases: {
+    kind: 'bool',
+    default: false,
+    doc: 'GC may also release leases claimed before holders recorded their network (no hnw): set it only where one vpc-lease network runs on the node.',
+  },
+  statusStoreGraceMs: {
+    kind: 'int',
+    default: 120_000,
+    min: 0,
+    max: 3_600_000,
+    doc: 'STATUS stays ready while the store is unreachable for at most this long after it last answered (a blip must not make the node NotReady).',
+  },
   dataDir: {
     kind: 'string',
     default: '/var/lib/cni/vpc-lease',

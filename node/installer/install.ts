@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import {
   chmodSync,
   copyFileSync,
@@ -10,7 +11,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { ValidationError } from '../../shared/errors.js';
+import { errorMessage, ValidationError } from '../../shared/errors.js';
 import { parseNetconf } from '../config/netconf.js';
 import { NETNS_ADDON_FILE } from '../datapath/native.js';
 
@@ -35,6 +36,8 @@ export interface InstallOptions {
   readonly pluginConfig: Record<string, unknown>;
   /** Plugins chained after ours, e.g. portmap. */
   readonly chained: readonly Record<string, unknown>[];
+  /** What must sit beside the executable (default SUPPORT_FILES; a single executable needs only its natives). */
+  readonly supportFiles?: readonly string[];
 }
 
 export interface InstallReport {
@@ -49,17 +52,54 @@ function atomicCopy(from: string, to: string, mode: number): void {
   renameSync(tmp, to);
 }
 
+const PLUGIN_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
+
+/**
+ * Every plugin of a list must speak the list's cniVersion: libcni hands each the same version, and one that does
+ * not speak it fails every ADD, and with 1.1.0 also STATUS (a NotReady node). Chained plugins already in the bin
+ * dir are asked (CNI VERSION, fixed arguments) before anything is written; absent ones cannot be checked here.
+ */
+function checkChainedVersions(options: InstallOptions): void {
+  for (const plugin of options.chained) {
+    const type = plugin['type'];
+    if (typeof type !== 'string' || !PLUGIN_NAME.test(type))
+      throw new ValidationError(`install: bad chained plugin type ${JSON.stringify(type)}`);
+    const file = join(options.binDir, type);
+    if (!existsSync(file)) continue;
+    let supported: unknown;
+    try {
+      const out = execFileSync(file, [], {
+        env: { CNI_COMMAND: 'VERSION' },
+        input: JSON.stringify({ cniVersion: options.cniVersion }),
+        encoding: 'utf8',
+        timeout: 5_000,
+        stdio: ['pipe', 'pipe', 'ignore'],
+      });
+      supported = (JSON.parse(out) as { supportedVersions?: unknown }).supportedVersions;
+    } catch (err) {
+      throw new ValidationError(`install: cannot ask ${file} for its CNI versions: ${errorMessage(err)}`);
+    }
+    if (!Array.isArray(supported) || !supported.includes(options.cniVersion))
+      throw new ValidationError(
+        `install: ${file} does not speak cniVersion ${options.cniVersion} (it supports ${
+          Array.isArray(supported) ? supported.join(', ') : 'nothing it reports'
+        }); upgrade the CNI plugins (v1.5 or later speak 1.1.0), or pass --cni-version 1.0.0, which turns off GC and STATUS`,
+      );
+  }
+}
+
 export function install(options: InstallOptions): InstallReport {
   const entry = { type: PLUGIN_TYPE, ...options.pluginConfig };
   // Fail before touching the host when the configuration would fail every ADD.
   parseNetconf({ cniVersion: options.cniVersion, name: options.networkName, ...entry });
+  checkChainedVersions(options);
   const source = realpathSync(options.source);
   const sourceDir = dirname(source);
   mkdirSync(options.binDir, { recursive: true });
   mkdirSync(options.confDir, { recursive: true });
   const installed: string[] = [];
   // Support files first: a new launcher must never run beside an old (or missing) bundle or addon.
-  for (const file of SUPPORT_FILES) {
+  for (const file of options.supportFiles ?? SUPPORT_FILES) {
     const from = join(sourceDir, file);
     if (!existsSync(from)) throw new ValidationError(`missing ${file} beside ${source}; install from the dist/ build`);
     atomicCopy(from, join(options.binDir, file), 0o755);
@@ -116,7 +156,7 @@ export function installOptionsFromArgs(
     binDir: flags.get('bin-dir') ?? env['VPC_LEASE_CNI_BIN_DIR'] ?? '/opt/cni/bin',
     confDir: flags.get('conf-dir') ?? env['VPC_LEASE_CNI_CONF_DIR'] ?? '/etc/cni/net.d',
     confName: flags.get('conf-name') ?? '10-vpc-lease.conflist',
-    cniVersion: flags.get('cni-version') ?? '1.0.0',
+    cniVersion: flags.get('cni-version') ?? '1.1.0',
     networkName: flags.get('name') ?? 'vpc-lease',
     pluginConfig,
     chained: chain,

@@ -56,6 +56,7 @@ export class CallContext {
       containerId: this.request.containerId,
       ifName: this.request.ifName,
       netns: this.request.netns,
+      network: this.config.name,
       ...(podNamespace ? { podNamespace } : {}),
       ...(podName ? { podName } : {}),
     };

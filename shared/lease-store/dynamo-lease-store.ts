@@ -165,14 +165,13 @@ export class DynamoLeaseStore implements LeaseStore {
           TableName: this.table,
           Key: leaseKey(instanceArn, address),
           UpdateExpression:
-            `SET ${A.state} = :cooldown, ${A.releasedAt} = :now, ${A.cPk} = :arn, ${A.cAt} = :reusableAt, ` +
+            `SET ${A.state} = :cooldown, ${A.releasedAt} = :now, ${A.cAt} = :reusableAt, ` +
             `${A.version} = ${A.version} + :one REMOVE ${HOLDER_ATTRS.join(', ')}`,
           ConditionExpression: `${A.state} = :claimed AND ${A.containerId} = :hc AND ${A.ifName} = :hi`,
           ExpressionAttributeValues: {
             ':cooldown': str('COOLDOWN'),
             ':claimed': str('CLAIMED'),
             ':now': num(nowMs),
-            ':arn': str(instanceArn),
             ':reusableAt': num(nowMs + reuseWaitMs),
             ':one': num(1),
             ':hc': str(holder.containerId),
@@ -215,7 +214,7 @@ export class DynamoLeaseStore implements LeaseStore {
         Key: leaseKey(instanceArn, ip),
         UpdateExpression:
           `SET ${A.state} = :releasing, ${A.releasedAt} = :now, ${A.version} = ${A.version} + :one ` +
-          `REMOVE ${A.cPk}, ${A.cAt}`,
+          `REMOVE ${A.cAt}`,
         // The second clause makes a retried request (its response lost after it succeeded) succeed again
         // instead of stranding the lease in RELEASING with no one to finish the handshake.
         ConditionExpression: `(${claimable}) OR (${A.state} = :releasing AND ${A.releasedAt} = :now)`,
@@ -233,12 +232,11 @@ export class DynamoLeaseStore implements LeaseStore {
       this.t.conditionalUpdate(instanceArn, ip, 'revert RELEASING', {
         TableName: this.table,
         Key: leaseKey(instanceArn, ip),
-        UpdateExpression: `SET ${A.state} = :free, ${A.cPk} = :arn, ${A.cAt} = :now, ${A.version} = ${A.version} + :one`,
+        UpdateExpression: `SET ${A.state} = :free, ${A.cAt} = :now, ${A.version} = ${A.version} + :one`,
         ConditionExpression: `${A.state} = :releasing`,
         ExpressionAttributeValues: {
           ':free': str('FREE'),
           ':releasing': str('RELEASING'),
-          ':arn': str(instanceArn),
           ':now': num(nowMs),
           ':one': num(1),
         },
@@ -329,8 +327,14 @@ export class DynamoLeaseStore implements LeaseStore {
         const page = await this.api.query({
           TableName: this.table,
           IndexName: CLAIMABLE_INDEX.name,
-          KeyConditionExpression: `${A.cPk} = :arn AND ${A.cAt} <= :now`,
-          ExpressionAttributeValues: { ':arn': str(instanceArn), ':now': num(nowMs) },
+          KeyConditionExpression: `${A.pk} = :arn AND ${A.cAt} <= :now`,
+          // A node could put `cAt` on its own node item; count leases only.
+          FilterExpression: `begins_with(${A.sk}, :prefix)`,
+          ExpressionAttributeValues: {
+            ':arn': str(instanceArn),
+            ':now': num(nowMs),
+            ':prefix': str(LEASE_SORT_PREFIX),
+          },
           Select: 'COUNT',
           ...(start ? { ExclusiveStartKey: start } : {}),
         });
@@ -377,7 +381,7 @@ export class DynamoLeaseStore implements LeaseStore {
         await this.api.putItem({
           TableName: this.table,
           Item: encodeNode(written, written.version),
-          ConditionExpression: `${A.version} = :expected`,
+          ConditionExpression: `${A.nodeVersion} = :expected`,
           ExpressionAttributeValues: { ':expected': num(expectedVersion) },
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         });

@@ -1,5 +1,5 @@
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import { processSqsBatch } from '../../lambdas/batch.js';
+import { processSqsBatch } from '../queue/batch.js';
 import type { LifecycleDeps } from './deps.js';
 import { createLifecycleRecordHandler } from './record-handler.js';
 

@@ -1,10 +1,10 @@
 import type { SQSEvent, SQSRecord } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { processSqsBatch } from '../../lambdas/batch.js';
 import { ValidationError } from '../../shared/errors.js';
 import { parseLifecycleEvent, requeueBody } from '../../shared/lifecycle/events.js';
 import { createLogger } from '../../shared/log.js';
 import { Metrics } from '../../shared/metrics.js';
+import { processSqsBatch } from '../../shared/queue/batch.js';
 import { launchEventBody, stateChangeEventBody, terminateEventBody } from './support/events.js';
 
 const record = (messageId: string, body: string): SQSRecord => ({

@@ -112,7 +112,6 @@ async function forgedFree(
   for (const h of [A.containerId, A.ifName, A.netns, A.podNamespace, A.podName]) delete attrs[h];
   return {
     ...attrs,
-    [A.cPk]: s(field.attacker.arn),
     [A.cAt]: n(claimableAtMs),
     [A.state]: s('FREE'),
     [A.version]: n(1),
@@ -205,13 +204,14 @@ export const ATTACKS: readonly Attack[] = [
       ]),
   },
   {
-    name: 'Poison the claim index: 150 items naming another node, claimable since 0',
+    // Issue 14's reproduction on the v1 table, whose claim index was keyed on this node-written attribute.
+    name: 'Poison the claim index: 150 items whose cPk names another node, claimable since 0',
     expected: 'denied by IAM',
     run: async (f) => {
       const victim = f.victims[0]!;
       const sends = Array.from({ length: 150 }, (_, i) =>
         setAttributes(f.attacker, leaseKey(f.attacker.arn, `10.0.200.${i}`), {
-          [A.cPk]: s(victim.arn),
+          cPk: s(victim.arn),
           [A.cAt]: n(0),
           [A.state]: s('FREE'),
           [A.version]: n(1),
@@ -219,6 +219,20 @@ export const ATTACKS: readonly Attack[] = [
       );
       return answer(sends);
     },
+  },
+  {
+    name: 'Poison its own claim index: 150 unclaimable items, claimable since 0',
+    expected: 'no effect',
+    run: (f) =>
+      answer(
+        Array.from({ length: 150 }, (_, i) =>
+          setAttributes(f.attacker, leaseKey(f.attacker.arn, `10.0.199.${i}`), {
+            [A.cAt]: n(0),
+            [A.state]: s('FREE'),
+            [A.version]: n(1),
+          }),
+        ),
+      ),
   },
   {
     name: 'PutItem a forged FREE lease naming another node’s ENI and address',

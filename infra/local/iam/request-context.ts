@@ -67,11 +67,18 @@ function readAttributes(body: Body): string[] | undefined {
   return undefined;
 }
 
-/** Context keys common to reads: `dynamodb:Attributes` and `dynamodb:Select` follow the projection. */
-function readContext(body: Body, defaultSelect: string): Record<string, ContextValue> {
+/**
+ * Context keys of a read: `dynamodb:Attributes` from the projection, `dynamodb:Select` from the request's
+ * Select (SPECIFIC_ATTRIBUTES when only a projection is given). A request naming neither carries no Select:
+ * AWS documents the key as the request's Select parameter, and the policy pairs it with `IfExists`.
+ */
+function readContext(body: Body): Record<string, ContextValue> {
   const attributes = readAttributes(body);
-  const select = (body['Select'] as string | undefined) ?? (attributes ? 'SPECIFIC_ATTRIBUTES' : defaultSelect);
-  return { 'dynamodb:Select': select, ...(attributes ? { 'dynamodb:Attributes': attributes } : {}) };
+  const select = (body['Select'] as string | undefined) ?? (attributes ? 'SPECIFIC_ATTRIBUTES' : undefined);
+  return {
+    ...(select ? { 'dynamodb:Select': select } : {}),
+    ...(attributes ? { 'dynamodb:Attributes': attributes } : {}),
+  };
 }
 
 function writtenAttributes(operation: string, body: Body, schema: TableSchema | undefined): string[] {
@@ -127,7 +134,7 @@ export async function iamRequestsOf(operation: string, body: Body, scope: Reques
           resource: tableArn(scope, table ?? ''),
           context: {
             'dynamodb:LeadingKeys': leadingKey(body['Key'] as Item, s),
-            ...readContext(body, 'ALL_ATTRIBUTES'),
+            ...readContext(body),
           },
         },
       ];
@@ -163,14 +170,14 @@ export async function iamRequestsOf(operation: string, body: Body, scope: Reques
       const resource = `${tableArn(scope, table ?? '')}${index ? `/index/${index}` : ''}`;
       const context = {
         'dynamodb:LeadingKeys': keys,
-        ...readContext(body, index ? 'ALL_PROJECTED_ATTRIBUTES' : 'ALL_ATTRIBUTES'),
+        ...readContext(body),
       };
       return [{ action: 'dynamodb:Query', resource, context }];
     }
     case 'Scan': {
       const index = body['IndexName'] as string | undefined;
       const resource = `${tableArn(scope, table ?? '')}${index ? `/index/${index}` : ''}`;
-      return [{ action: 'dynamodb:Scan', resource, context: readContext(body, 'ALL_ATTRIBUTES') }];
+      return [{ action: 'dynamodb:Scan', resource, context: readContext(body) }];
     }
     case 'BatchWriteItem': {
       const out: IamRequest[] = [];
@@ -200,7 +207,7 @@ export async function iamRequestsOf(operation: string, body: Body, scope: Reques
           resource: tableArn(scope, name),
           context: {
             'dynamodb:LeadingKeys': (read.Keys ?? []).flatMap((k) => leadingKey(k, s)),
-            ...readContext(read, 'ALL_ATTRIBUTES'),
+            ...readContext(read),
           },
         });
       }
@@ -232,7 +239,7 @@ export async function iamRequestsOf(operation: string, body: Body, scope: Reques
           context: {
             'dynamodb:LeadingKeys': leadingKey(entry.Get['Key'] as Item, s),
             'dynamodb:EnclosingOperation': 'TransactGetItems',
-            ...readContext(entry.Get, 'ALL_ATTRIBUTES'),
+            ...readContext(entry.Get),
           },
         });
       }

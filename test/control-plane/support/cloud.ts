@@ -3,7 +3,6 @@ import { LAUNCHING, TERMINATING } from '../../../infra/local/autoscaling/simulat
 import { type LocalCloud, type LocalCloudOptions, startLocalCloud } from '../../../infra/local/cloud.js';
 import type { EventSourceMapping } from '../../../infra/local/sqs/event-source-mapping.js';
 import type { Queue } from '../../../infra/local/sqs/queue.js';
-import { processSqsBatch } from '../../../lambdas/batch.js';
 import { lifecycleDepsFromEnv } from '../../../lambdas/instance-lifecycle/deps.js';
 import { type ControlPlaneConfig, controlPlaneConfigToEnv } from '../../../shared/config/control-plane.js';
 import { SdkEc2 } from '../../../shared/ec2/sdk-ec2.js';
@@ -16,6 +15,7 @@ import {
   TERMINATE_DETAIL_TYPE,
 } from '../../../shared/lifecycle/events.js';
 import { createLifecycleRecordHandler } from '../../../shared/lifecycle/record-handler.js';
+import { processSqsBatch } from '../../../shared/queue/batch.js';
 import { CrashSwitch, crashable } from './crash.js';
 import { eventInstanceId } from './harness.js';
 

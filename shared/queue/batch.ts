@@ -1,5 +1,5 @@
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import { type Logger, silentLogger } from '../shared/log.js';
+import { type Logger, silentLogger } from '../log.js';
 
 /**
  * SQS batch processing with partial failures (what Powertools' `processPartialResponse` does): each record
