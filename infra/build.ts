@@ -23,6 +23,7 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -135,8 +136,8 @@ const deferBuiltins: Plugin = {
         ? { path: args.path, external: true }
         : { path: args.path.replace(/^node:/, ''), namespace: 'deferred-builtin' },
     );
-    b.onLoad({ filter: /.*/, namespace: 'deferred-builtin' }, async (args) => {
-      const keys = Object.keys(await import(`node:${args.path}`)).filter((k) => k !== 'default');
+    b.onLoad({ filter: /.*/, namespace: 'deferred-builtin' }, (args) => {
+      const keys = Object.keys(createRequire(import.meta.url)(`node:${args.path}`)).filter((k) => k !== 'default');
       const contents = `let real; const load = () => (real ??= require('node:${args.path}'));
 const keys = ${JSON.stringify(keys)};
 module.exports = new Proxy({}, {

@@ -15,6 +15,7 @@ import { createLeaseTable } from './lease-table.js';
 import { LifecycleEvents } from './lifecycle-events.js';
 import { Monitoring } from './monitoring.js';
 import { suppressAllocatorFindings } from './nag-suppressions.js';
+import { VpcLeaseNodeImage } from './node-image.js';
 import { createNodePolicy } from './node-policy.js';
 import { resolveAllocatorProps, type VpcLeaseAllocatorProps } from './props.js';
 
@@ -47,6 +48,8 @@ export class VpcLeaseAllocator extends Construct {
   readonly reconcilerFunction: lambda.IFunction;
   readonly lifecycleEvents: LifecycleEvents;
   readonly monitoring: Monitoring;
+  /** The published installer image, when `nodeImageTarball` is given. */
+  readonly nodeImage?: VpcLeaseNodeImage;
 
   constructor(scope: Construct, id: string, props: VpcLeaseAllocatorProps) {
     super(scope, id);
@@ -175,6 +178,9 @@ export class VpcLeaseAllocator extends Construct {
       functions: { InstanceLifecycle: lifecycle.fn, PoolManager: pool.fn, Reconciler: reconciler.fn },
       alarmActions: props.alarmActions ?? [],
     });
+
+    if (props.nodeImageTarball)
+      this.nodeImage = new VpcLeaseNodeImage(this, 'NodeImage', { tarballFile: props.nodeImageTarball });
 
     suppressAllocatorFindings(this);
   }

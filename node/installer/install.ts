@@ -52,6 +52,24 @@ function atomicCopy(from: string, to: string, mode: number): void {
   renameSync(tmp, to);
 }
 
+/**
+ * The service CIDR is essential and has no safe default (clusters use 10.96.0.0/12, 10.100.0.0/16,
+ * 172.20.0.0/16, …): without it a pod's ClusterIP traffic, kube-dns included, takes the ipvlan default route into
+ * the VPC and is never answered. No file on a node states it (only kube-apiserver's
+ * --service-cluster-ip-range does), so the installer takes it from a flag and refuses to install without one.
+ */
+export const SERVICE_CIDRS_FLAG = '--service-cidrs';
+export const SERVICE_CIDRS_ENV = 'VPC_LEASE_SERVICE_CIDRS';
+
+function requireServiceCidrs(config: ReturnType<typeof parseNetconf>): void {
+  if (!config.hostVeth || config.serviceCidrs.length > 0) return;
+  throw new ValidationError(
+    `install: no service CIDR: pass ${SERVICE_CIDRS_FLAG} <cidr>[,<cidr>] (or ${SERVICE_CIDRS_ENV}, or ` +
+      "serviceCidrs in the config) with the cluster's service range, kube-apiserver's --service-cluster-ip-range; " +
+      'without it pods cannot reach ClusterIP services, kube-dns included',
+  );
+}
+
 const PLUGIN_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
 
 /**
@@ -91,7 +109,7 @@ function checkChainedVersions(options: InstallOptions): void {
 export function install(options: InstallOptions): InstallReport {
   const entry = { type: PLUGIN_TYPE, ...options.pluginConfig };
   // Fail before touching the host when the configuration would fail every ADD.
-  parseNetconf({ cniVersion: options.cniVersion, name: options.networkName, ...entry });
+  requireServiceCidrs(parseNetconf({ cniVersion: options.cniVersion, name: options.networkName, ...entry }));
   checkChainedVersions(options);
   const source = realpathSync(options.source);
   const sourceDir = dirname(source);
@@ -123,7 +141,10 @@ export function install(options: InstallOptions): InstallReport {
   return { installed, conflist };
 }
 
-/** Parses `install [--bin-dir D] [--conf-dir D] [--conf-name N] [--cni-version V] [--name N] [--config JSON]`. */
+/**
+ * Parses `install [--bin-dir D] [--conf-dir D] [--conf-name N] [--cni-version V] [--name N] [--config JSON]
+ * [--service-cidrs CIDR[,CIDR]]`.
+ */
 export function installOptionsFromArgs(
   args: readonly string[],
   env: NodeJS.ProcessEnv,
@@ -136,7 +157,7 @@ export function installOptionsFromArgs(
     if (!flag.startsWith('--') || value === undefined) throw new ValidationError(`install: bad argument ${flag}`);
     flags.set(flag.slice(2), value);
   }
-  const known = ['bin-dir', 'conf-dir', 'conf-name', 'cni-version', 'name', 'config', 'chain'];
+  const known = ['bin-dir', 'conf-dir', 'conf-name', 'cni-version', 'name', 'config', 'chain', 'service-cidrs'];
   const unknown = [...flags.keys()].filter((k) => !known.includes(k));
   if (unknown.length > 0)
     throw new ValidationError(`install: unknown option ${unknown.map((k) => `--${k}`).join(', ')}`);
@@ -147,6 +168,12 @@ export function installOptionsFromArgs(
   } catch {
     throw new ValidationError('install: --config (or VPC_LEASE_CNI_CONFIG) is not JSON');
   }
+  // The flag (or its environment variable, which the DaemonSet fills from the ConfigMap) wins over the config.
+  const serviceCidrs = (flags.get('service-cidrs') ?? env[SERVICE_CIDRS_ENV] ?? '')
+    .split(',')
+    .map((c) => c.trim())
+    .filter(Boolean);
+  if (serviceCidrs.length > 0) pluginConfig = { ...pluginConfig, serviceCidrs };
   const chain = (flags.get('chain') ?? env['VPC_LEASE_CNI_CHAIN'] ?? 'portmap')
     .split(',')
     .filter(Boolean)

@@ -123,7 +123,16 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
         if (teardown) await teardownPodRouting(req.netns, teardown);
       }
     }
-    link ??= await datapath.setup(spec);
+    if (!link) {
+      // The other pods on this ENI's interface: setup refuses to re-mode an ipvlan master they already share.
+      const peers = journal
+        .list()
+        .filter(
+          (r) => r.placement?.mac === claimed.mac && !(r.containerId === req.containerId && r.ifName === req.ifName),
+        )
+        .map((r) => ({ netnsPath: r.netns, ifName: r.ifName }));
+      link = await datapath.setup({ ...spec, peers });
+    }
     // Also for a link a previous ADD built: the claim is released on failure, so its address must go too.
     undo.push('datapath', async () => {
       await datapath.teardown(req.netns, req.ifName);

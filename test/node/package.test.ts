@@ -75,6 +75,8 @@ describe('the built vpc-lease-cni', () => {
           confDir,
           '--config',
           '{"tableName": "prod-leases", "mtu": 9001}',
+          '--service-cidrs',
+          '10.96.0.0/12',
         ],
         env,
         '',
@@ -93,7 +95,7 @@ describe('the built vpc-lease-cni', () => {
       cniVersion: '1.1.0',
       name: 'vpc-lease',
       plugins: [
-        { type: 'vpc-lease-cni', tableName: 'prod-leases', mtu: 9001 },
+        { type: 'vpc-lease-cni', tableName: 'prod-leases', mtu: 9001, serviceCidrs: ['10.96.0.0/12'] },
         { type: 'portmap', capabilities: { portMappings: true } },
       ],
     });

@@ -52,7 +52,8 @@ export function ping(netns: string | undefined, target: string, waitS = 3): bool
   }
 }
 
-async function createTable(endpoint: string, tableName: string): Promise<void> {
+/** CreateTable over plain HTTP (the guest bundle carries no SDK). */
+export async function createTable(endpoint: string, tableName: string): Promise<void> {
   const url = new URL(endpoint);
   const body = JSON.stringify(createTableInput(tableName));
   const headers = signRequest(
