@@ -1,7 +1,7 @@
 /**
  * `npm run build`: esbuild bundles into dist/.
  * - dist/vpc-lease-cni: the executable the runtime calls, a Node single executable application that needs no
- *   Node.js on the host (buildSea), and beside it its native parts — netlink.node (the `netlink` package's
+ *   Node.js on the host (buildSea, with V8's code cache of the bundle), and beside it its native parts — netlink.node (the `netlink` package's
  *   prebuilt binding) and vpc_lease_netns.node (our setns addon, built here with node-gyp against the N-API
  *   headers). No AWS SDK may end up in it: the build fails if one does.
  * - buildCni: the development layout the test suites build privately (a launcher with a shebang running the
@@ -212,11 +212,19 @@ const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 
 /**
  * The self-contained plugin: `outDir/vpc-lease-cni`, a Node single executable application (no Node.js and no
- * node_modules needed on the host) whose blob is a V8 startup snapshot of the bundled plugin, and beside it
- * the native parts it dlopens by absolute path next to `process.execPath`. Offline: esbuild, `node
- * --experimental-sea-config` and postject (the blob goes in with LIEF compiled to WebAssembly).
+ * node_modules needed on the host) carrying the bundled plugin, and beside it the native parts it dlopens by
+ * absolute path next to `process.execPath`. Offline: esbuild, `node --experimental-sea-config` and postject
+ * (the blob goes in with LIEF compiled to WebAssembly).
+ * `startup` picks how the bundle starts: 'codeCache' (default) ships V8's compiled code for it; 'snapshot'
+ * ships a V8 startup snapshot of the evaluated bundle. Measured side by side (PERFORMANCE.md), the snapshot
+ * starts slower: Node builds a custom snapshot without the code cache of its own internals, which then
+ * compile on every start (VERSION 1.28x bare node against 1.03x with the code cache).
  */
-export async function buildSea(outDir: string = dist, options: { reuse?: boolean } = {}): Promise<string> {
+export async function buildSea(
+  outDir: string = dist,
+  options: { reuse?: boolean; startup?: 'snapshot' | 'codeCache' } = {},
+): Promise<string> {
+  const startup = options.startup ?? 'codeCache';
   mkdirSync(outDir, { recursive: true });
   const work = mkdtempSync(join(tmpdir(), 'vpc-lease-sea-'));
   // Natives first, the executable last, each through a rename: a half-written build never looks complete.
@@ -251,7 +259,7 @@ export async function buildSea(outDir: string = dist, options: { reuse?: boolean
     const base = seaBaseNode();
     const key = createHash('sha256')
       .update(readFileSync(main))
-      .update(`${base}:${statSync(base).size}:${statSync(base).mtimeMs}`);
+      .update(`${startup}:${base}:${statSync(base).size}:${statSync(base).mtimeMs}`);
     for (const file of Object.values(natives)) key.update(readFileSync(file));
     const cached = join(tmpdir(), 'vpc-lease-sea-cache', key.digest('hex').slice(0, 16));
     if (options.reuse && existsSync(join(cached, PLUGIN_FILE))) {
@@ -260,7 +268,12 @@ export async function buildSea(outDir: string = dist, options: { reuse?: boolean
       return join(outDir, PLUGIN_FILE);
     }
     const blob = join(work, 'sea.blob');
-    const config = { main, output: blob, disableExperimentalSEAWarning: true, useSnapshot: true };
+    const config = {
+      main,
+      output: blob,
+      disableExperimentalSEAWarning: true,
+      ...(startup === 'snapshot' ? { useSnapshot: true } : { useCodeCache: true }),
+    };
     writeFileSync(join(work, 'sea-config.json'), JSON.stringify(config));
     execFileSync(base, ['--experimental-sea-config', join(work, 'sea-config.json')], {
       cwd: work,

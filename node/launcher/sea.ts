@@ -3,10 +3,10 @@ import { runCli } from '../cli.js';
 
 /**
  * The entry of the self-contained executable (a Node single executable application, built by infra/build.ts).
- * At build time Node runs this bundle once and saves the heap as a V8 startup snapshot, so every CNI call
- * deserializes an already evaluated module graph instead of compiling and evaluating ~300 KiB of JavaScript.
- * The native parts cannot live in a snapshot: they are loaded on first use, by absolute path beside the
- * executable (see nativeBeside).
+ * By default it ships with V8's code cache and runs main() at once. Built with `startup: 'snapshot'`, Node runs
+ * this bundle at build time and saves the heap as a V8 startup snapshot, and main() runs after deserializing
+ * it. The native parts cannot live in a snapshot: they are loaded on first use, by absolute path beside the
+ * executable (infra/build.ts, netlinkBindingBeside).
  */
 function main(): void {
   // Outside tests the native parts come only from beside the executable, never from a directory the caller names.

@@ -237,7 +237,7 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
       addP50OverBareNodeMs: round(add.p50Ms - bare.p50Ms),
       addPhasesSinceProcessStartMs: addPhasesMs,
       delPhasesSinceProcessStartMs: delPhasesMs,
-      binary: 'single executable (V8 startup snapshot)',
+      binary: 'single executable (V8 code cache)',
       memory,
       cpuMsPerPod,
       countedPods: pods,

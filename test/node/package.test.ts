@@ -176,14 +176,18 @@ describe.skipIf(seaSkip)('the single executable vpc-lease-cni, on a host without
     const build = join(dir, 'build', 'vpc-lease-cni');
     const r = await withoutNode(
       build,
-      ['install', '--bin-dir', binDir, '--conf-dir', confDir, '--config', config],
+      ['install', '--bin-dir', binDir, '--conf-dir', confDir, '--config', config, '--service-cidrs', '10.96.0.0/12'],
       {},
       '',
     );
     expect(r.code, r.stderr).toBe(0);
     expect(readdirSync(binDir).sort()).toEqual(['netlink.node', 'vpc-lease-cni', 'vpc_lease_netns.node']);
     const conflist = JSON.parse(readFileSync(join(confDir, '10-vpc-lease.conflist'), 'utf8'));
-    expect(conflist.plugins[0]).toEqual({ type: 'vpc-lease-cni', tableName: 'prod-leases' });
+    expect(conflist.plugins[0]).toEqual({
+      type: 'vpc-lease-cni',
+      tableName: 'prod-leases',
+      serviceCidrs: ['10.96.0.0/12'],
+    });
     const version = await withoutNode(join(binDir, 'vpc-lease-cni'), [], { CNI_COMMAND: 'VERSION' }, '{}');
     expect(version.code, version.stderr).toBe(0);
     expect(version.json).toMatchObject({ cniVersion: '1.1.0', supportedVersions: expect.arrayContaining(['1.1.0']) });

@@ -86,6 +86,8 @@ describe.skipIf(skip)('containerd + runc drive the installed plugin', () => {
       'type=bind,src=/etc/cni/net.d,dst=/host/etc/cni/net.d,options=rbind:rw',
       '--env',
       `VPC_LEASE_CNI_CONFIG=${JSON.stringify(config)}`,
+      '--env',
+      'VPC_LEASE_SERVICE_CIDRS=10.96.0.0/12',
       imageName(),
       'install',
       '/app/vpc-lease-cni',
