@@ -33,7 +33,7 @@ export async function runFabric(options: { verbose?: boolean; only?: string } = 
   const cni = await buildCni(join(outDir, 'bin'));
   const run = await runInVm(['node', join(outDir, 'guest.mjs'), resultFile, cni], {
     outDir,
-    timeoutS: 900,
+    timeoutS: 2_400,
     memMiB: 3072,
     ...(options.only ? { env: { FABRIC_ONLY: options.only } } : {}),
     ...(options.verbose ? { onLine: (line: string) => process.stderr.write(`vm: ${line}\n`) } : {}),
