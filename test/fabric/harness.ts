@@ -16,12 +16,13 @@ export type { CellResult };
  */
 export const UNSUPPORTED: readonly { readonly config: RegExp; readonly cell: RegExp; readonly why: string }[] = [
   {
-    config: /^l3\/(boot|pod)$/,
+    config: /^l3s?\/(boot|pod)$/,
     cell: /ClusterIP → pod on the same node|NodePort from outside, externalTrafficPolicy Local/,
     why:
-      'KNOWN BUG, not diagnosed: in L3 a service connection to a backend on the same node (through both host ' +
-      'veths) never leaves the node — its SYN is DNATed again and again (unconfirmed conntrack), so it is dropped ' +
-      'between DNAT and POSTROUTING; the same cells pass in L2. The pods’ `from <ip>` rules are the only difference.',
+      'KNOWN BUG, diagnosed, fix committed but not re-run in the VM: both veth ends are unnumbered, and the ' +
+      'kernel drops a packet on an address-less interface whose reverse route leaves elsewhere, loose ' +
+      'rp_filter or not. Host end: in L3/L3S the reverse lookup hits the backend pod’s `from <ip>` rule (into ' +
+      'its ENI); pod end: the route back to a NodePort client is the ipvlan link.',
   },
 ];
 
