@@ -37,6 +37,11 @@ export interface DynamoLeaseStoreOptions {
   readonly sleep?: (ms: number) => Promise<void>;
   /** Candidate choice (tests); default Math.random. */
   readonly random?: () => number;
+  /**
+   * Called for each item listLeases or listNodes skips because it does not decode (a node can create items in
+   * its own partition): one malformed item must not stop the control plane's pass over every node.
+   */
+  readonly onIllFormedItem?: (key: { pk?: string; sk?: string }, error: unknown) => void;
 }
 
 const DEFAULT_CANDIDATES = 16;
@@ -57,11 +62,13 @@ export class DynamoLeaseStore implements LeaseStore {
   private readonly table: string;
   private readonly putConcurrency: number;
   private readonly t: LeaseTable;
+  private readonly onIllFormed: (key: { pk?: string; sk?: string }, error: unknown) => void;
 
   constructor(options: DynamoLeaseStoreOptions) {
     this.api = options.api;
     this.table = options.tableName;
     this.putConcurrency = Math.max(1, options.putConcurrency ?? 8);
+    this.onIllFormed = options.onIllFormedItem ?? (() => {});
     this.t = new LeaseTable({
       api: options.api,
       tableName: options.tableName,
@@ -313,7 +320,7 @@ export class DynamoLeaseStore implements LeaseStore {
           ExpressionAttributeValues: values,
           ConsistentRead: true,
         })
-        .then((items) => items.map(decodeLease)),
+        .then((items) => this.decodeAll(items, decodeLease)),
     );
   }
 
@@ -399,6 +406,19 @@ export class DynamoLeaseStore implements LeaseStore {
     });
   }
 
+  private decodeAll<T>(items: readonly Item[], decode: (item: Item) => T): T[] {
+    const out: T[] = [];
+    for (const item of items) {
+      try {
+        out.push(decode(item));
+      } catch (err) {
+        if (!(err instanceof ValidationError)) throw err;
+        this.onIllFormed({ pk: item[A.pk]?.S, sk: item[A.sk]?.S }, err);
+      }
+    }
+    return out;
+  }
+
   /** A Scan of the whole table, filtered to node items: for operators and schedules, never a pod's hot path. */
   async listNodes(): Promise<NodeRecord[]> {
     return guard('list', 'the node items', async () => {
@@ -412,7 +432,7 @@ export class DynamoLeaseStore implements LeaseStore {
           ConsistentRead: true,
           ...(start ? { ExclusiveStartKey: start } : {}),
         });
-        for (const item of page.Items ?? []) nodes.push(decodeNode(item as Item));
+        nodes.push(...this.decodeAll((page.Items ?? []) as Item[], decodeNode));
         start = page.LastEvaluatedKey as Item | undefined;
       } while (start);
       return nodes;

@@ -54,6 +54,7 @@ export const A = {
   enis: 'enis',
   maxPods: 'mp',
   updatedAt: 'ua',
+  goneSeenAt: 'gs',
 } as const;
 
 export const HOLDER_ATTRS = [A.containerId, A.ifName, A.netns, A.podNamespace, A.podName, A.network] as const;
@@ -220,6 +221,7 @@ export function encodeNode(node: NodeRecord, version: number): Item {
   if (node.lifecycle) item[A.lifecycle] = toAttr(node.lifecycle as unknown as Plain);
   if (node.limits) item[A.limits] = toAttr(node.limits as unknown as Plain);
   if (node.failureReason !== undefined) item[A.failureReason] = s(node.failureReason);
+  if (node.goneSeenAtMs !== undefined) item[A.goneSeenAt] = n(node.goneSeenAtMs);
   return item;
 }
 
@@ -228,6 +230,7 @@ export function decodeNode(item: Item): NodeRecord {
   const lifecycle = item[A.lifecycle];
   const limits = item[A.limits];
   const failureReason = str(item, A.failureReason);
+  const goneSeenAtMs = num(item, A.goneSeenAt);
   const psn = item[A.podSubnetIds];
   const enis = item[A.enis];
   return {
@@ -244,6 +247,7 @@ export function decodeNode(item: Item): NodeRecord {
     maxPods: reqNum(item, A.maxPods, 'node'),
     createdAtMs: reqNum(item, A.createdAt, 'node'),
     updatedAtMs: reqNum(item, A.updatedAt, 'node'),
+    ...(goneSeenAtMs !== undefined ? { goneSeenAtMs } : {}),
     version: reqNum(item, A.nodeVersion, 'node'),
   };
 }

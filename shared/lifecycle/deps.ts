@@ -9,8 +9,12 @@ import type { Requeue } from '../queue/requeue.js';
 
 /** How long to wait before a re-enqueued event comes back, and when to stop trying. */
 export interface RetryPolicy {
-  /** Re-enqueues of one event before a launch is abandoned ("never left to time out silently"). */
-  readonly maxAttempts: number;
+  /**
+   * Seconds of re-enqueue delay one event may spend waiting before a launch is abandoned ("never left to time
+   * out silently"). A budget of queue time, not of attempts or wall-clock time: a busy Lambda or a slow machine
+   * makes fewer attempts in the same queue time, never more, so it cannot exhaust the budget early.
+   */
+  readonly maxWaitS: number;
   /** An attachment in progress: EC2 takes a few seconds. */
   readonly attachingDelayS: number;
   /** Throttled or unavailable past the SDK's retries: base of an exponential back-off, capped. */
@@ -19,7 +23,7 @@ export interface RetryPolicy {
 }
 
 export const DEFAULT_RETRY_POLICY: RetryPolicy = {
-  maxAttempts: 40,
+  maxWaitS: 600,
   attachingDelayS: 1,
   backoffBaseS: 2,
   backoffMaxS: 60,

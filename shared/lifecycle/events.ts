@@ -16,6 +16,8 @@ export interface RetryMarker {
   readonly attempt: number;
   /** When the hook last got a heartbeat (or the event's time, before the first). */
   readonly heartbeatAtMs: number;
+  /** Seconds of re-enqueue delay asked for so far: the retry budget (RetryPolicy.maxWaitS). */
+  readonly waitedS?: number;
   /** Why it was re-enqueued last, for logs. */
   readonly reason?: string;
 }
@@ -88,6 +90,7 @@ export function parseLifecycleEvent(body: string): LifecycleEvent {
   const retry: RetryMarker = {
     attempt: typeof marker.attempt === 'number' ? marker.attempt : 0,
     heartbeatAtMs: typeof marker.heartbeatAtMs === 'number' ? marker.heartbeatAtMs : timeMs,
+    ...(typeof marker.waitedS === 'number' ? { waitedS: marker.waitedS } : {}),
     ...(typeof marker.reason === 'string' ? { reason: marker.reason } : {}),
   };
   const base = {

@@ -40,8 +40,10 @@ async function settle(deps: LifecycleDeps, event: ActionableEvent, outcome: Step
   }
   const policy = deps.retry ?? DEFAULT_RETRY_POLICY;
   const attempt = event.retry.attempt + 1;
-  if (attempt > policy.maxAttempts) {
-    const reason = `retries-exhausted: gave up after ${policy.maxAttempts} attempts; last: ${outcome.reason}`;
+  const delayS = delayFor(deps, outcome, attempt);
+  const waitedS = event.retry.waitedS ?? 0;
+  if (waitedS + delayS > policy.maxWaitS) {
+    const reason = `retries-exhausted: gave up after waiting ${waitedS} s over ${event.retry.attempt} attempts; last: ${outcome.reason}`;
     if (event.kind === 'launch') {
       const arn = instanceArn(event.region, event.accountId, event.instanceId, event.partition);
       const node = await deps.store.getNode(arn);
@@ -54,19 +56,21 @@ async function settle(deps: LifecycleDeps, event: ActionableEvent, outcome: Step
     if (event.kind === 'terminate') await deps.autoScaling.completeLifecycleAction(event.lifecycle, 'CONTINUE');
     return;
   }
-  const nowMs = deps.clock.nowMs();
   let heartbeatAtMs = event.retry.heartbeatAtMs;
-  // A third of the hook's timeout between heartbeats: two may be lost before the hook expires.
-  if (event.kind !== 'state-change' && nowMs - heartbeatAtMs >= (deps.config.heartbeatTimeoutS * 1000) / 3) {
+  // Every wait keeps the hook alive: a heartbeat per re-enqueue, so no clock (ours or a simulator's) decides
+  // whether the hook outlives a slow EC2 or a busy Lambda.
+  if (event.kind !== 'state-change') {
     try {
       await deps.autoScaling.recordLifecycleActionHeartbeat(event.lifecycle);
-      heartbeatAtMs = nowMs;
+      heartbeatAtMs = deps.clock.nowMs();
     } catch (err) {
       log.warn('lifecycle heartbeat failed; retrying on the next attempt', { err: errorMessage(err) });
     }
   }
-  const delayS = delayFor(deps, outcome, attempt);
-  await deps.requeue.requeue(requeueBody(event, { attempt, heartbeatAtMs, reason: outcome.reason }), delayS);
+  await deps.requeue.requeue(
+    requeueBody(event, { attempt, heartbeatAtMs, waitedS: waitedS + delayS, reason: outcome.reason }),
+    delayS,
+  );
   deps.metrics?.add(METRIC_NAMES.requeued, { Flow: event.kind });
   log.info('re-enqueued', { reason: outcome.reason, delayS });
 }

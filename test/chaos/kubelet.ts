@@ -1,3 +1,4 @@
+import { NoFreeLeaseError } from '../../shared/errors.js';
 import type { LeaseStore } from '../../shared/lease-store/port.js';
 import { countDuplicates, type Holding } from '../bench/holdings.js';
 
@@ -23,11 +24,13 @@ export async function runKubeletLoops(
   const deadline = performance.now() + durationMs;
   const holdings: Holding[] = [];
   const failures = new Map<string, number>();
+  const failedAdds: { containerId: string; ifName: string; netns: string }[] = [];
   await Promise.all(
     Array.from({ length: loops }, async (_, index) => {
       for (let i = 0; performance.now() < deadline; i++) {
         const holder = { containerId: `k-${index}-${i}`, ifName: 'eth0', netns: `/var/run/netns/k${index}` };
         let ip: string | undefined;
+        let maybeWritten = false;
         try {
           ip = (await store.claim(instanceArn, holder, Date.now(), { checkExisting: false })).ip;
           const from = performance.now();
@@ -36,23 +39,22 @@ export async function runKubeletLoops(
         } catch (err) {
           const name = (err as Error).name;
           failures.set(name, (failures.get(name) ?? 0) + 1);
+          maybeWritten = !(err instanceof NoFreeLeaseError);
           // Back off like a kubelet retrying a failed sandbox, so a full pool is not a busy loop.
           await new Promise((resolve) => setTimeout(resolve, 20));
         }
-        if (ip === undefined) continue;
-        // DEL must not be lost: retried until the store answers (throttling may refuse it a few times).
-        for (let attempt = 0; ; attempt++) {
-          try {
-            await store.release(instanceArn, holder, Date.now(), 0, ip);
-            break;
-          } catch (err) {
-            if (attempt >= 20) throw err;
-            await new Promise((resolve) => setTimeout(resolve, 20));
-          }
-        }
+        // DEL must not be lost: retried until the store answers (throttling may refuse it a few times). After a
+        // failed ADD the runtime calls DEL too (CNI spec): a claim that timed out on the client may have been
+        // written, and only the holder lookup (no ip) can find it.
+        if (ip === undefined && !maybeWritten) continue;
+        await del(() => store.release(instanceArn, holder, Date.now(), 0, ip));
+        if (ip === undefined) failedAdds.push(holder);
       }
     }),
   );
+  // A timed-out claim can still land after its DEL looked the holder up: the runtime's CNI GC (and kubelet's
+  // repeated DEL for a sandbox it never saw start) releases it; one more DEL per failed ADD models that.
+  for (const holder of failedAdds) await del(() => store.release(instanceArn, holder, Date.now(), 0));
   const leftClaimed = (await store.listLeases(instanceArn, { state: 'CLAIMED' })).length;
   return {
     pods: holdings.length,
@@ -60,4 +62,16 @@ export async function runKubeletLoops(
     failures: Object.fromEntries(failures),
     leftClaimed,
   };
+}
+
+async function del(release: () => Promise<unknown>): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await release();
+      return;
+    } catch (err) {
+      if (attempt >= 20) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
 }

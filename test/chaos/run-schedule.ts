@@ -17,6 +17,11 @@ import type { ChaosSchedule } from './schedule.js';
 /** Real ms per AWS ms: attach 3 s → 150 ms, boot 15 s → 750 ms, the 300 s hook timeout → 15 s. */
 const TIME_SCALE = 0.05;
 const GROUP = 'chaos';
+/**
+ * Real-time limits on waiting for a condition only end a schedule that can never settle: correctness never
+ * depends on them (budgets inside the control plane are in queue time), so they are generous for loaded machines.
+ */
+const REAL_LIMIT_MS = 600_000;
 
 export interface ScheduleResult {
   readonly seed: number;
@@ -93,9 +98,10 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
     maxConcurrency: 5,
     // Lambda would freeze a timed-out invocation; the simulator cannot, so give invocations Lambda's maximum.
     functionTimeoutS: 900,
-    // The SDK's retry backoff runs in real time while everything else is scaled 20×: 1200 AWS s (60 real s)
-    // leaves the control plane the real-time slack a 300 s hook gives it in AWS.
-    hookTimeoutS: schedule.shortHookTimeoutS ?? 1200,
+    // Every wait heartbeats, so the hook only has to outlast one invocation; the SDK's retry backoff runs in
+    // real time while everything else is scaled 20×, and a loaded machine stretches an invocation further:
+    // 3600 AWS s (180 real s) is that slack.
+    hookTimeoutS: schedule.shortHookTimeoutS ?? 3600,
     wrapDeps: crashingDeps(schedule, random, crashes),
   });
   let lateEventsReplayed = 0;
@@ -113,18 +119,34 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
         admin.setBucket(action, { bucket: 2, refillPerSecond: 1 });
     }
     c.dynamo.faultRate = schedule.dynamoThrottleRate;
-    if (schedule.shortHookTimeoutS !== undefined) {
-      // Attachments held past the hook timeout: the first launches time out; their replacements run clean.
-      admin.pauseAttachments();
-      setTimeout(() => admin.resumeAttachments(), schedule.shortHookTimeoutS * 1000 * TIME_SCALE * 1.5).unref();
-    }
+    // A Lambda outage longer than the hook timeout: the first launches time out. Both ends of the outage are
+    // conditions, not durations, so a loaded machine cannot turn the replacements' launches into timeouts too.
+    if (schedule.shortHookTimeoutS !== undefined) c.mapping.setEnabled(false);
     c.createGroup(GROUP, schedule.instanceType, schedule.instances);
+    if (schedule.shortHookTimeoutS !== undefined) {
+      const timedOutAll = await waitFor(
+        () => c.outcomes.filter((o) => o.result === 'TIMEOUT').length >= schedule.instances,
+        REAL_LIMIT_MS,
+      );
+      if (!timedOutAll) violations.push('forced hook timeouts did not happen');
+      c.cloud.autoScaling.simulator.putLifecycleHook({
+        groupName: GROUP,
+        name: 'vpc-lease-launch',
+        heartbeatTimeoutS: 3600,
+      });
+      c.mapping.setEnabled(true);
+    }
 
     if (schedule.terminateMidProvisioning > 0) {
-      const victim = await waitFor(
-        () => c.groupInstances(GROUP).find((i) => i.lifecycleState === 'Pending:Wait')?.instanceId,
-        10_000,
-      );
+      // The first launch still in its hook; '' when every launch finished before one could be picked.
+      const victim = await waitFor(() => {
+        const instances = c.groupInstances(GROUP);
+        const waiting = instances.find((i) => i.lifecycleState === 'Pending:Wait')?.instanceId;
+        if (waiting) return waiting;
+        return instances.length >= schedule.instances && instances.every((i) => i.lifecycleState === 'InService')
+          ? ''
+          : undefined;
+      }, REAL_LIMIT_MS);
       if (victim) c.cloud.ec2.api.terminateInstance(victim);
     }
 
@@ -139,7 +161,7 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
           c.inFlight === 0
         );
       }, timeoutMs)) === true;
-    if (!(await settled(90_000)))
+    if (!(await settled(REAL_LIMIT_MS)))
       violations.push(`scale-out did not settle: ${JSON.stringify(c.groupInstances(GROUP))}`);
 
     // 64 kubelets on one READY node while DynamoDB is still throttling.
@@ -150,6 +172,9 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
         region: c.cloud.region,
         credentials: async () => ({ accessKeyId: 'node', secretAccessKey: 'node' }),
         maxAttempts: 8,
+        // A 2 s budget per request is a wall-clock verdict that a loaded machine fails; the store's own
+        // retries are what is under test.
+        timeoutMs: 30_000,
       });
       const store = new DynamoLeaseStore({ api, tableName: TABLE });
       const k = await runKubeletLoops(store, ready.instanceArn, schedule.kubeletLoops, schedule.kubeletMs);
@@ -168,7 +193,7 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
         c.queue.send({ body: JSON.stringify(event) });
         lateEventsReplayed += 1;
       }
-      if (!(await settled(60_000))) violations.push('late events did not settle');
+      if (!(await settled(REAL_LIMIT_MS))) violations.push('late events did not settle');
     }
 
     if (schedule.scaleInAtEnd) {
@@ -185,7 +210,7 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
           c.inFlight === 0 &&
           nodes.every((n) => n.phase === 'GONE' || n.phase === 'FAILED')
         );
-      }, 90_000);
+      }, REAL_LIMIT_MS);
       if (!gone) violations.push('scale-in did not settle');
     }
 

@@ -116,7 +116,7 @@ describe('Function: runLaunch (EC2 simulator + dynalite)', () => {
 
     it('abandons with a recorded reason once the retries are spent', async () => {
       await h.close();
-      await start({ retry: { maxAttempts: 3, attachingDelayS: 1, backoffBaseS: 1, backoffMaxS: 1 } });
+      await start({ retry: { maxWaitS: 3, attachingDelayS: 1, backoffBaseS: 1, backoffMaxS: 1 } });
       h.sim.admin.pauseAttachments();
       const id2 = h.launchInstance('t3.medium');
       await h.drive(launchEventBody(id2));
@@ -124,7 +124,7 @@ describe('Function: runLaunch (EC2 simulator + dynalite)', () => {
       const node = await h.store.getNode(h.instanceArnOf(id2));
       expect(node?.phase).toBe('FAILED');
       expect(node?.failureReason).toMatch(
-        /^retries-exhausted: gave up after 3 attempts; last: attachments in progress/,
+        /^retries-exhausted: gave up after waiting 3 s over 3 attempts; last: attachments in progress/,
       );
       expect(h.autoScaling.resultFor(id2)).toEqual(['ABANDON']);
       expect(await h.store.listLeases(h.instanceArnOf(id2))).toHaveLength(0);

@@ -147,23 +147,24 @@ describe('Heartbeats while a launch waits', () => {
     await h.close();
   });
 
-  it('records a heartbeat when a third of the hook timeout passed since the last one, and not more often', async () => {
+  it('records a heartbeat on every wait, whatever the clock says, and counts the waited seconds', async () => {
     const clock = new ManualClock(Date.now());
     h.clock = clock;
     h.sim.admin.pauseAttachments();
     const id = h.launchInstance('c5.4xlarge');
     let body = launchEventBody(id, { timeMs: clock.nowMs() });
-    const markers: number[] = [];
-    for (const advanceMs of [1_000, 5_000, 6_000, 2_000, 9_000]) {
+    const markers: { heartbeatAtMs: number; waitedS: number }[] = [];
+    // The clock stands still for the first two waits: a heartbeat must not depend on elapsed time.
+    for (const advanceMs of [0, 0, 6_000, 2_000]) {
       clock.advance(advanceMs);
       const before = h.requeue.queued.length;
       await createLifecycleRecordHandler(h.deps())(body);
       body = h.requeue.queued[before]!.body;
-      markers.push(JSON.parse(body).vpcLease.heartbeatAtMs);
+      markers.push(JSON.parse(body).vpcLease);
     }
-    // Elapsed since the event: 1, 6, 12 (≥ 10 → beat), 14, 23 (≥ 12 + 10 → beat).
-    expect(h.autoScaling.heartbeats).toHaveLength(2);
-    const t0 = markers[0]!;
-    expect(markers.map((m) => m - t0)).toEqual([0, 0, 12_000, 12_000, 23_000]);
+    expect(h.autoScaling.heartbeats).toHaveLength(4);
+    const t0 = markers[0]!.heartbeatAtMs;
+    expect(markers.map((m) => m.heartbeatAtMs - t0)).toEqual([0, 0, 6_000, 8_000]);
+    expect(markers.map((m) => m.waitedS)).toEqual([1, 2, 3, 4]);
   });
 });

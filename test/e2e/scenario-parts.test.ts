@@ -122,10 +122,11 @@ describe('Function: renderReport', () => {
     reconcile: { marked: 0, deleted: 0, partitionsRemoved: 0, drift: 0 },
     dlqMessages: 0,
     lifecycleInvocations: 1,
-    invariants: { '1': true, '2': false, '3': true, '4': true, '5': true, '6': true },
+    invariants: { '1': true, '2': false, '3': true, '4': true, '5': true, '6': true, '7': true },
+    iam: { nodeRequestsAllowed: 40, deniedDuringRun: 0, probes: 4 },
     violations: ['invariant 2: lease 10.0.0.9 is not assigned to eni-1'],
     errors: ['ADD pod-3 on i-1: CNI error 11: no claimable lease'],
-    notChecked: { '7': 'IAM' },
+    notChecked: {},
     cleanup: { links: 0, namespaces: 0, done: true },
   };
 

@@ -102,7 +102,7 @@ describe('npm start (the local scenario)', () => {
     expect(stderr).toMatch(/^\[\s*\d+\.\d+s\] Auto Scaling group vpc-lease-nodes: scaling out to 2 × m5\.large$/m);
 
     expect(report.ok).toBe(true);
-    expect(report.invariants).toEqual({ '1': true, '2': true, '3': true, '4': true, '5': true, '6': true });
+    expect(report.invariants).toEqual({ '1': true, '2': true, '3': true, '4': true, '5': true, '6': true, '7': true });
     expect(report.violations).toEqual([]);
     expect(report.datapath.mode).toBe(datapathMissing ? 'lease-store' : 'cni');
     if (!datapathMissing) expect(['ipvlan', 'macvlan']).toContain(report.datapath.podLinkKind);

@@ -138,6 +138,28 @@ describe('EventSourceMapping (Lambda SQS poller)', () => {
     expect(mapping.stats().recordsDeleted).toBe(sent.length - poison.size);
   });
 
+  it('invokes nothing while disabled, and delivers what waited once enabled again', async () => {
+    const { queue } = queuePair(3, 60);
+    const seen: string[] = [];
+    const mapping = map({
+      queue,
+      batchSize: 10,
+      handler: (event: SQSEvent) => {
+        seen.push(...event.Records.map((r) => r.messageId));
+      },
+    });
+    const first = queue.send({ body: 'before' }).messageId;
+    await eventually(() => seen.includes(first), { what: 'delivery while enabled' });
+    mapping.setEnabled(false);
+    const held = sendAll(queue, 3);
+    // 500 real ms = 50 simulated s: long polls end and new ones start, none may invoke the handler.
+    await sleepMs(500);
+    expect(seen).toEqual([first]);
+    mapping.setEnabled(true);
+    await eventually(() => held.every((id) => seen.includes(id)), { what: 'delivery after enable' });
+    expect(seen.sort()).toEqual([first, ...held].sort());
+  });
+
   it('returns the whole batch when the handler throws', async () => {
     const { queue } = queuePair(5, 1);
     const sent = sendAll(queue, 4);

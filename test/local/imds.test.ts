@@ -185,6 +185,40 @@ describe('IMDSv2 of a simulated instance', () => {
     }
   });
 
+  it('hands each instance its own session when one is issued per instance, the same on every read', async () => {
+    const issued = new Map<string, { accessKeyId: string; secretAccessKey: string; sessionToken: string }>();
+    const own = new ImdsService({
+      ec2: ec2Sim.api,
+      scheduler,
+      sessionFor: (i) => {
+        let s = issued.get(i.instanceId);
+        if (!s) {
+          s = { accessKeyId: `ASIA${i.instanceId}`, secretAccessKey: 'secret', sessionToken: `token-${i.instanceId}` };
+          issued.set(i.instanceId, s);
+        }
+        return s;
+      },
+    });
+    try {
+      const other = ec2Sim.api.launchInstance({ instanceType: 't3.medium', subnetId });
+      const read = async (instanceId: string): Promise<string> => {
+        process.env['AWS_EC2_METADATA_SERVICE_ENDPOINT'] = await own.endpointFor(instanceId);
+        return (await fromInstanceMetadata({ maxRetries: 0, timeout: 2000 })()).accessKeyId;
+      };
+      const first = await read(instance.instanceId);
+      expect(first).toBe(`ASIA${instance.instanceId}`);
+      expect(await read(other.instanceId)).toBe(`ASIA${other.instanceId}`);
+      expect(await read(instance.instanceId)).toBe(first);
+      // Negative control: without the issuer every instance gets the one fixed role's keys.
+      expect((await get('/latest/meta-data/iam/security-credentials/vpc-lease-node', await token())).body).toContain(
+        'ASIALOCALCLOUDNODE00',
+      );
+    } finally {
+      delete process.env['AWS_EC2_METADATA_SERVICE_ENDPOINT'];
+      await own.close();
+    }
+  });
+
   it('gives each instance its own endpoint and refuses unknown instances', async () => {
     const other = ec2Sim.api.launchInstance({ instanceType: 't3.medium', subnetId });
     const otherBase = await imds.endpointFor(other.instanceId);

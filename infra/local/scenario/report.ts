@@ -20,8 +20,8 @@ export interface NodeLine {
   readonly maxPods: number;
 }
 
-/** DESIGN.md invariants by number; 7 (IAM scoping) is not observable on the local cloud. */
-export type InvariantKey = '1' | '2' | '3' | '4' | '5' | '6';
+/** DESIGN.md invariants by number; 7 through the local cloud's IAM endpoint. */
+export type InvariantKey = '1' | '2' | '3' | '4' | '5' | '6' | '7';
 
 export interface ScenarioReport {
   readonly ok: boolean;
@@ -62,6 +62,12 @@ export interface ScenarioReport {
   readonly dlqMessages: number;
   readonly lifecycleInvocations: number;
   readonly invariants: Readonly<Record<InvariantKey, boolean>>;
+  /** Invariant 7's evidence: node requests IAM allowed and denied during the run, and the probes made after. */
+  readonly iam: {
+    readonly nodeRequestsAllowed: number;
+    readonly deniedDuringRun: number;
+    readonly probes: number;
+  };
   readonly violations: readonly string[];
   /** Pod calls that failed (CNI errors), which make the run fail without breaking an invariant. */
   readonly errors: readonly string[];
@@ -132,6 +138,9 @@ export function renderReport(r: ScenarioReport): string {
   );
   out.push(`Lifecycle handler invocations: ${r.lifecycleInvocations}; DLQ messages: ${r.dlqMessages}`);
   out.push(
+    `IAM (node policy from the synthesized template): ${r.iam.nodeRequestsAllowed} node requests allowed, ${r.iam.deniedDuringRun} denied during the run, ${r.iam.probes} probes`,
+  );
+  out.push(
     `Reconcile: ${r.reconcile.marked} ENIs marked, ${r.reconcile.deleted} deleted, ${r.reconcile.partitionsRemoved} partitions removed, ${r.reconcile.drift} drift items`,
   );
   out.push('');
@@ -165,4 +174,5 @@ export const INVARIANT_NAMES: Record<InvariantKey, string> = {
   '4': 'every launch completed (CONTINUE), none left to time out',
   '5': 'no extra ENI, no lost lease under duplicated events',
   '6': 'addresses leave a node only through RELEASING; a gone node keeps no lease',
+  '7': 'node credentials reach only their own partition (IAM endpoint probes; no node request denied)',
 };

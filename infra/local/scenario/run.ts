@@ -74,6 +74,8 @@ export async function runScenario(
     leaseTable: TABLE_NAME,
     seedNetwork: true,
     sqs: { duplicateRate: options.duplicateRate },
+    // Only the control plane's key passes IAM unevaluated; any other key not issued by IMDS is refused.
+    iam: { controlPlaneKeys: ['local'] },
   });
   let deployment: Deployment | undefined;
   let driver: PodDriver | undefined;
@@ -219,6 +221,7 @@ export async function runScenario(
       minLeases: 8,
       workloadViolations: workload.violations,
       dlqMessages: dep.dlq.counts().visible + dep.dlq.counts().inFlight,
+      iam: { cloud, tableName: TABLE_NAME, instanceIds: [...group.inService] },
     });
     const report = await buildReport({
       options,

@@ -105,6 +105,8 @@ export class EventSourceMapping {
   private readonly windowS: number;
   private readonly functionName: string;
   private readonly log: Logger;
+  /** Set while the mapping is disabled (UpdateEventSourceMapping Enabled=false); resolved on enable. */
+  private disabled: { promise: Promise<void>; resume: () => void } | undefined;
 
   constructor(private readonly options: EventSourceMappingOptions) {
     this.batchSize = options.batchSize ?? 10;
@@ -133,13 +135,40 @@ export class EventSourceMapping {
   /** Stops polling and waits for running invocations to finish (their results are still applied). */
   async stop(): Promise<void> {
     this.abort.abort();
+    this.disabled?.resume();
     await Promise.all(this.workers);
+  }
+
+  /**
+   * Enabled=false / true, as UpdateEventSourceMapping: a disabled mapping receives nothing (a Lambda outage, as
+   * chaos needs it); invocations already running finish.
+   */
+  setEnabled(enabled: boolean): void {
+    if (!enabled && !this.disabled) {
+      let resume = (): void => {};
+      const promise = new Promise<void>((r) => {
+        resume = r;
+      });
+      this.disabled = { promise, resume };
+    } else if (enabled && this.disabled) {
+      this.disabled.resume();
+      this.disabled = undefined;
+    }
+  }
+
+  /** Resolves at once while enabled, otherwise when enabled again. */
+  private enabled(): Promise<void> {
+    return this.disabled?.promise ?? Promise.resolve();
   }
 
   private async poll(): Promise<void> {
     const { queue, scheduler } = this.options;
     const signal = this.abort.signal;
     while (!signal.aborted) {
+      if (this.disabled) {
+        await this.disabled.promise;
+        continue;
+      }
       let messages: ReceivedMessage[];
       try {
         messages = await queue.receive({ maxMessages: Math.min(10, this.batchSize), waitTimeS: 20, signal });
@@ -164,6 +193,8 @@ export class EventSourceMapping {
         continue;
       }
       if (messages.length === 0) continue;
+      // A long poll that was under way when the mapping was disabled: hold its batch, invoke nothing meanwhile.
+      await this.enabled();
       await this.invoke(messages);
     }
   }

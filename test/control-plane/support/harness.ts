@@ -123,7 +123,7 @@ export class Harness {
       clock: this.clock,
       logger: this.options.logger ?? silentLogger,
       metrics: this.metrics,
-      retry: this.options.retry ?? { maxAttempts: 40, attachingDelayS: 1, backoffBaseS: 2, backoffMaxS: 60 },
+      retry: this.options.retry ?? { maxWaitS: 600, attachingDelayS: 1, backoffBaseS: 2, backoffMaxS: 60 },
       random: () => 0.5,
       ...overrides,
     };

@@ -185,6 +185,8 @@ export class GuestNode {
   ): Promise<PluginRun> {
     const env: Record<string, string> = {
       PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+      // The guest's IMDS stand-in is on loopback: an IMDS override is honoured only in test mode.
+      VPC_LEASE_TEST_MODE: '1',
       CNI_COMMAND: command,
       CNI_CONTAINERID: options.containerId,
       CNI_IFNAME: 'eth0',

@@ -1,18 +1,46 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { chmodSync, statSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Journal } from '../../node/journal/journal.js';
 import type { NodePhase, NodeRecord } from '../../shared/domain/node.js';
 import { missing } from '../support/capabilities.js';
-import { NodeFixture } from './support/node-fixture.js';
+import { NodeFixture, runProcess } from './support/node-fixture.js';
 
 /**
- * STATUS and GC as a runtime drives them (a process per call): STATUS answers "can this node serve ADDs at all"
- * from its identity, the store and the node item's phase; GC releases only its own network's dead attachments.
+ * Semantics kubelet and containerd rely on, driven as a runtime drives the plugin (a process per call): STATUS
+ * answers "can this node serve ADDs at all" from its identity, the store and the node item's phase; GC releases
+ * only its own network's dead attachments; two ADDs of one attachment never run side by side.
  */
 const skip = missing('root', 'netns');
 
-describe.skipIf(skip)('vpc-lease-cni STATUS and GC', () => {
+/** A TCP endpoint that accepts and never answers: an ADD pointed at it hangs in its first store request. */
+async function blackHole(): Promise<{ endpoint: string; close(): Promise<void> }> {
+  const sockets: Socket[] = [];
+  const server = createServer((socket) => sockets.push(socket));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+async function until(what: string, probe: () => boolean, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+describe.skipIf(skip)('vpc-lease-cni STATUS, GC and serialized ADDs', () => {
   let f: NodeFixture;
   beforeAll(async () => {
     f = await NodeFixture.start();
@@ -62,7 +90,7 @@ describe.skipIf(skip)('vpc-lease-cni STATUS and GC', () => {
       expect(r.json).toMatchObject({ cniVersion: '1.1.0', code: 50, details: expect.stringMatching(/no node item/) });
       await setPhase('PROVISIONING');
       expect((await status()).json).toMatchObject({ code: 50, details: expect.stringMatching(/PROVISIONING/) });
-    });
+    }, 120_000);
 
     it('is ready on a READY node whose every lease is claimed or in cooldown', async () => {
       await setPhase('READY');
@@ -87,7 +115,7 @@ describe.skipIf(skip)('vpc-lease-cni STATUS and GC', () => {
       expect((await status()).code).toBe(0);
       for (let i = 0; i < taken.length; i++)
         await f.store.release(f.arn, { containerId: `full-${i}`, ifName: 'eth0' }, Date.now() - 7_200_000, 0);
-    });
+    }, 120_000);
 
     it('stays ready through a store outage within the grace period and reports 50 beyond it', async () => {
       expect((await status()).code).toBe(0);
@@ -99,7 +127,7 @@ describe.skipIf(skip)('vpc-lease-cni STATUS and GC', () => {
       // A node that never reached its store has no grace at all.
       const fresh = await status({ ...down, dataDir: join(f.dir, 'never-reached') });
       expect(fresh.json).toMatchObject({ code: 50, details: expect.stringMatching(/never reached/) });
-    });
+    }, 120_000);
 
     it('reports 50 without an identity, for a table it may not use, and on a DRAINING node', async () => {
       const noImds = await status({ imdsEndpoint: 'http://127.0.0.1:9', dataDir: join(f.dir, 'no-identity') });
@@ -111,7 +139,7 @@ describe.skipIf(skip)('vpc-lease-cni STATUS and GC', () => {
       await setPhase('READY');
       expect((await status()).code).toBe(0);
       expect(version).toBeGreaterThan(0);
-    });
+    }, 120_000);
   });
 
   describe('GC', () => {
@@ -143,7 +171,7 @@ describe.skipIf(skip)('vpc-lease-cni STATUS and GC', () => {
       expect((await f.run('DEL', { containerId: p1.containerId, netns: p1.netnsB, ifName: 'net1' }, netB)).code).toBe(
         0,
       );
-    });
+    }, 120_000);
 
     it('leaves a lease without a recorded network alone unless gcUnnamedLeases says the node runs one network', async () => {
       const legacy = await f.store.claim(
@@ -157,10 +185,11 @@ describe.skipIf(skip)('vpc-lease-cni STATUS and GC', () => {
       expect((await f.store.getLease(f.arn, legacy.ip))?.state).toBe('CLAIMED');
       await gc(f.netconf('1.1.0', { gcUnnamedLeases: true }), []);
       expect((await f.store.getLease(f.arn, legacy.ip))?.state).toBe('COOLDOWN');
-    });
+    }, 120_000);
 
     it('after a "reboot" that took every netns, returns every dead container’s lease in one GC', async () => {
-      const conf = f.netconf('1.1.0');
+      // Its own network, so its GC with an empty list cannot touch the other tests' attachments.
+      const conf = f.netconf('1.1.0', { name: 'reboot-net' });
       const pods = ['rb-1', 'rb-2', 'rb-3'].map((containerId) => ({ containerId, netns: f.addNetns() }));
       for (const p of pods) await addOk(p.containerId, p.netns, conf);
       const ips = await Promise.all(pods.map(async (p) => (await holderOf(p.containerId))!.ip));
@@ -168,6 +197,121 @@ describe.skipIf(skip)('vpc-lease-cni STATUS and GC', () => {
       await gc(conf, []);
       for (const ip of ips) expect((await f.store.getLease(f.arn, ip))?.state).toBe('COOLDOWN');
       expect(new Journal(f.dataDir).list().filter((r) => r.containerId.startsWith('rb-'))).toEqual([]);
-    });
+    }, 120_000);
+  });
+
+  describe('serialized ADDs', () => {
+    it('never runs a second ADD beside a hung one, however old, and takes over once its process died', async () => {
+      const hole = await blackHole();
+      const netns = f.addNetns();
+      const containerId = 'hung-1';
+      const journal = new Journal(f.dataDir);
+      // The first ADD: a real plugin process stuck in its claim's first store request.
+      const first = spawn(f.cni, [], {
+        env: {
+          ...f.baseEnv(),
+          CNI_COMMAND: 'ADD',
+          CNI_CONTAINERID: containerId,
+          CNI_IFNAME: 'eth0',
+          CNI_NETNS: netns,
+          CNI_PATH: '/usr/lib/cni',
+        },
+        stdio: ['pipe', 'ignore', 'ignore'],
+      });
+      const exited = new Promise((resolve) => first.on('close', resolve));
+      first.stdin.end(JSON.stringify(f.netconf('1.1.0', { dynamoEndpoint: hole.endpoint, storeTimeoutMs: 60_000 })));
+      try {
+        await until('the hung ADD to publish its intent', () => journal.read(containerId, 'eth0') !== undefined);
+        const intent = journal.read(containerId, 'eth0')!;
+        expect(intent.pid).toBe(first.pid);
+        // Age it past the old 120 s in-flight limit: only the lock stands between the two now.
+        await journal.write({ ...intent, createdAtMs: Date.now() - 10 * 60_000 });
+        const second = await f.run('ADD', { netns, containerId }, f.netconf('1.1.0', { attachmentLockWaitMs: 500 }));
+        expect(second.code).toBe(1);
+        expect(second.json).toMatchObject({ code: 11, msg: expect.stringMatching(/still running after 500 ms/) });
+        expect(await holderOf(containerId)).toBeUndefined();
+        expect(f.podLinks(netns)).toEqual([]);
+        // The same for a DEL: it waits for the ADD rather than racing it.
+        const del = await f.run('DEL', { netns, containerId }, f.netconf('1.1.0', { attachmentLockWaitMs: 200 }));
+        expect(del.json).toMatchObject({ code: 11 });
+      } finally {
+        first.kill('SIGKILL');
+        await exited;
+        await hole.close();
+      }
+      // The kernel dropped the dead process's lock: the runtime's retry proceeds, and finds the dead one's intent.
+      const retry = await f.run('ADD', { netns, containerId }, f.netconf('1.1.0', { attachmentLockWaitMs: 500 }));
+      expect(retry.code, retry.stdout).toBe(0);
+      expect((await holderOf(containerId))?.ip).toBe(journal.read(containerId, 'eth0')?.ip);
+      expect((await f.run('DEL', { netns, containerId }, f.netconf('1.1.0'))).code).toBe(0);
+    }, 120_000);
+  });
+
+  describe('node hardening', () => {
+    const delEnv = (extra: Record<string, string | undefined> = {}) => {
+      const env: Record<string, string> = {
+        ...f.baseEnv(),
+        CNI_COMMAND: 'DEL',
+        CNI_CONTAINERID: 'harden-1',
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: '/usr/lib/cni',
+      };
+      for (const [k, v] of Object.entries(extra)) {
+        if (v === undefined) delete env[k];
+        else env[k] = v;
+      }
+      return env;
+    };
+
+    it('creates its log file 0640 under a umask of 000, and narrows one an older version left wider', async () => {
+      const logFile = join(f.dir, 'hardening', 'cni.log');
+      const stdin = JSON.stringify(f.netconf('1.1.0', { logFile }));
+      // The runtime's umask is not ours to choose: run the plugin under the widest one.
+      const underUmask0 = () => runProcess('/bin/sh', ['-c', 'umask 000 && exec "$0"', f.cni], delEnv(), stdin);
+      const first = await underUmask0();
+      expect(first.code, first.stdout).toBe(0);
+      expect(statSync(logFile).mode & 0o777).toBe(0o640);
+      expect(statSync(join(f.dir, 'hardening')).mode & 0o777).toBe(0o750);
+      chmodSync(logFile, 0o666);
+      expect((await underUmask0()).code).toBe(0);
+      expect(statSync(logFile).mode & 0o777).toBe(0o640);
+    }, 120_000);
+
+    it('refuses test-only overrides without test mode, naming them, and honours them with it', async () => {
+      const stdin = JSON.stringify(f.netconf('1.1.0'));
+      const native = await runProcess(
+        f.cni,
+        [],
+        delEnv({ VPC_LEASE_TEST_MODE: undefined, VPC_LEASE_TEST_LINK_KIND: undefined, VPC_LEASE_NATIVE_DIR: f.dir }),
+        stdin,
+      );
+      expect(native.json).toMatchObject({
+        code: 4,
+        msg: expect.stringMatching(/VPC_LEASE_NATIVE_DIR is honoured only in test mode/),
+      });
+      // The fixture's IMDS is on loopback: without test mode the netconf's imdsEndpoint is refused with code 7.
+      const imds = await runProcess(
+        f.cni,
+        [],
+        delEnv({ VPC_LEASE_TEST_MODE: undefined, VPC_LEASE_TEST_LINK_KIND: undefined }),
+        stdin,
+      );
+      expect(imds.json).toMatchObject({
+        code: 7,
+        details: expect.stringMatching(/imdsEndpoint: .* only in test mode/),
+      });
+      const cleartext = await runProcess(
+        f.cni,
+        [],
+        delEnv(),
+        JSON.stringify(f.netconf('1.1.0', { dynamoEndpoint: 'http://10.0.0.9:8000' })),
+      );
+      expect(cleartext.json).toMatchObject({
+        code: 7,
+        details: expect.stringMatching(/dynamoEndpoint: plain http to 10\.0\.0\.9/),
+      });
+      const ok = await runProcess(f.cni, [], delEnv(), stdin);
+      expect(ok.code, ok.stdout).toBe(0);
+    }, 120_000);
   });
 });
