@@ -276,9 +276,13 @@ describe('Construct: VpcLeaseAllocator', () => {
       expect(expressions).toContain(
         `SELECT SUM(Ec2Errors) FROM "${METRIC_NAMESPACE}" WHERE ${CLUSTER_DIMENSION} = 'prod-1' AND Kind = 'throttling'`,
       );
+      // Errors that are not a node's fault are retried without end, so they alarm at the first one.
+      expect(expressions).toContain(
+        `SELECT SUM(Ec2Errors) FROM "${METRIC_NAMESPACE}" WHERE ${CLUSTER_DIMENSION} = 'prod-1' AND Kind = 'account'`,
+      );
       for (const expression of expressions) expect(expression).toMatch(/WHERE ClusterName = 'prod-1'/);
-      // DLQ + three custom + one errors alarm per function.
-      template.resourceCountIs('AWS::CloudWatch::Alarm', 7);
+      // DLQ + three custom + account errors + one errors alarm per function.
+      template.resourceCountIs('AWS::CloudWatch::Alarm', 8);
     });
 
     it('builds one dashboard showing the alarms and the custom metrics', () => {
