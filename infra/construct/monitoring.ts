@@ -25,6 +25,7 @@ export interface MonitoringProps {
 export class Monitoring extends Construct {
   readonly deadLetterAlarm: cloudwatch.Alarm;
   readonly abandonedLaunchAlarm: cloudwatch.Alarm;
+  readonly untrustedLeaseAlarm: cloudwatch.Alarm;
   readonly lowLeasesAlarm: cloudwatch.Alarm;
   readonly ec2ThrottlingAlarm: cloudwatch.Alarm;
   readonly functionErrorAlarms: readonly cloudwatch.Alarm[];
@@ -37,6 +38,11 @@ export class Monitoring extends Construct {
     const abandoned = new cloudwatch.MathExpression({
       expression: clusterSumQuery(METRIC_NAMES.launchesAbandoned, props.clusterName),
       label: 'Launches abandoned',
+      period,
+    });
+    const untrusted = new cloudwatch.MathExpression({
+      expression: clusterSumQuery(METRIC_NAMES.untrustedLeasesRejected, props.clusterName),
+      label: 'Untrusted leases rejected',
       period,
     });
     const lowNodes = new cloudwatch.Metric({
@@ -117,6 +123,13 @@ export class Monitoring extends Construct {
         1,
       ),
     );
+    // Honest nodes never write a lease the control plane must refuse: one is a node to investigate.
+    this.untrustedLeaseAlarm = alarmOn(
+      untrusted,
+      'UntrustedLeasesAlarm',
+      'a node wrote lease items the control plane refused to act on (reason and instance in the pool-manager logs)',
+      1,
+    );
 
     const fns = Object.entries(props.functions);
     this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
@@ -128,6 +141,7 @@ export class Monitoring extends Construct {
             alarms: [
               this.deadLetterAlarm,
               this.abandonedLaunchAlarm,
+              this.untrustedLeaseAlarm,
               this.lowLeasesAlarm,
               this.ec2ThrottlingAlarm,
               ...this.functionErrorAlarms,
@@ -145,7 +159,12 @@ export class Monitoring extends Construct {
             right: [dlqDepth],
             width: 8,
           }),
-          new cloudwatch.GraphWidget({ title: 'Launches abandoned', left: [abandoned], width: 8 }),
+          new cloudwatch.GraphWidget({
+            title: 'Launches abandoned / untrusted leases',
+            left: [abandoned],
+            right: [untrusted],
+            width: 8,
+          }),
           new cloudwatch.GraphWidget({
             title: 'Nodes low on leases / EC2 throttled',
             left: [lowNodes],

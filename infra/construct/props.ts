@@ -82,6 +82,11 @@ export interface VpcLeaseAllocatorProps {
   readonly nodeRoles?: readonly iam.IRole[];
   /** Actions for every alarm (an SNS topic, say). @default none */
   readonly alarmActions?: readonly cloudwatch.IAlarmAction[];
+  /**
+   * The installer image archive (`npm run image` writes dist/vpc-lease-cni-image.tar): when given, it is
+   * published to the account's ECR as an asset and its URI is the stack output NodeImageUri. @default none
+   */
+  readonly nodeImageTarball?: string;
 }
 
 /** The props after validation, in the shapes the builders take. */

@@ -18,6 +18,8 @@ import type { EventPattern } from './events/pattern.js';
 import type { SimScheduler } from './events/scheduler.js';
 import { createScheduler } from './events/scheduler.js';
 import { queueTarget } from './events/targets.js';
+import { IamEndpoint, type InstanceSession } from './iam/endpoint.js';
+import { synthesizedNodePolicy } from './iam/node-policy.js';
 import { ImdsService } from './imds/service.js';
 import type { EventSourceMappingOptions } from './sqs/event-source-mapping.js';
 import { EventSourceMapping } from './sqs/event-source-mapping.js';
@@ -45,6 +47,12 @@ export interface LocalCloudOptions {
   readonly leaseTable?: string;
   /** Seeds a VPC (10.0.0.0/16) with one /20 subnet in each of three zones, for a ready-to-use cloud. */
   readonly seedNetwork?: boolean;
+  /**
+   * The IAM-enforcing DynamoDB endpoint. `controlPlaneKeys` are the access keys passed through unevaluated
+   * (default `unissued`: any key IMDS did not issue and not shaped like a session key); a list makes every
+   * other key UnrecognizedClient, as in AWS.
+   */
+  readonly iam?: { readonly controlPlaneKeys?: 'unissued' | readonly string[] };
   /** Fixed ports (0 or absent = random), e.g. for `npm run local`. */
   readonly ports?: {
     readonly ec2?: number;
@@ -59,7 +67,10 @@ export interface LocalCloudEndpoints {
   readonly ec2: string;
   readonly autoScaling: string;
   readonly sqs: string;
+  /** The IAM-enforcing endpoint: what nodes and the control plane use. */
   readonly dynamodb: string;
+  /** dynalite itself, without IAM (the table's setup, diagnostics). */
+  readonly dynamodbDirect: string;
 }
 
 export interface SeededNetwork {
@@ -84,6 +95,10 @@ export interface LocalCloud {
   readonly sqs: SqsSimulatorHandle;
   readonly bus: EventBus;
   readonly imds: ImdsService;
+  /** The IAM endpoint in front of dynalite: sessions, decisions, the node policy it enforces. */
+  readonly iam: IamEndpoint;
+  /** The role session an instance's IMDS hands out (issued on first use), for callers that skip IMDS. */
+  nodeSession(instanceId: string): InstanceSession;
   readonly network: SeededNetwork | undefined;
   createQueue(name: string, attributes?: Readonly<Record<string, string>>): Queue;
   /** A work queue whose RedrivePolicy sends a message to `<name>-dlq` after `maxReceiveCount` receives. */
@@ -174,9 +189,21 @@ export async function startLocalCloud(options: LocalCloudOptions = {}): Promise<
   try {
     const dynamoPath = options.dataDir ? join(options.dataDir, 'dynamodb') : undefined;
     if (dynamoPath) mkdirSync(dynamoPath, { recursive: true });
-    const dynamo = await startDynamo(dynamoPath, options.ports?.dynamodb ?? 0);
+    const dynamo = await startDynamo(dynamoPath, 0);
     closers.push(() => dynamo.close());
     if (options.leaseTable) await ensureTable(dynamo.endpoint, region, options.leaseTable);
+    let network: SeededNetwork | undefined;
+    const iam = new IamEndpoint({
+      target: dynamo.endpoint,
+      region,
+      accountId,
+      policy: await synthesizedNodePolicy(),
+      tableName: options.leaseTable,
+      clusterVpcId: () => network?.vpcId,
+      controlPlaneKeys: options.iam?.controlPlaneKeys ?? 'unissued',
+    });
+    await iam.start(options.ports?.dynamodb ?? 0);
+    closers.push(() => iam.close());
 
     const ec2 = await startEc2Simulator({
       ...options.ec2,
@@ -213,10 +240,15 @@ export async function startLocalCloud(options: LocalCloudOptions = {}): Promise<
     });
     closers.push(() => autoScaling.close());
 
-    const imds = new ImdsService({ ec2: ec2.api, scheduler });
+    const sessionFor = (instance: { instanceId: string; vpcId: string }, roleName = 'vpc-lease-node') =>
+      iam.issue(instance.instanceId, instance.vpcId, roleName);
+    const imds = new ImdsService({
+      ec2: ec2.api,
+      scheduler,
+      sessionFor: (instance, roleName) => sessionFor(instance, roleName).credentials,
+    });
     closers.push(() => imds.close());
 
-    let network: SeededNetwork | undefined;
     if (options.seedNetwork) {
       const vpc = ec2.admin.seedVpc('10.0.0.0/16');
       const subnetIds = ['a', 'b', 'c'].map(
@@ -229,7 +261,8 @@ export async function startLocalCloud(options: LocalCloudOptions = {}): Promise<
       ec2: ec2.endpoint,
       autoScaling: autoScaling.endpoint,
       sqs: sqs.endpoint,
-      dynamodb: dynamo.endpoint,
+      dynamodb: iam.endpoint,
+      dynamodbDirect: dynamo.endpoint,
     };
     const createQueue = (name: string, attributes: Readonly<Record<string, string>> = {}): Queue =>
       sqs.engine.createQueue(name, attributes);
@@ -253,6 +286,12 @@ export async function startLocalCloud(options: LocalCloudOptions = {}): Promise<
       sqs,
       bus,
       imds,
+      iam,
+      nodeSession: (instanceId) => {
+        const instance = ec2.api.getInstance(instanceId);
+        if (!instance) throw new Error(`failed to issue a role session for ${instanceId}: no such instance`);
+        return sessionFor(instance);
+      },
       network,
       createQueue,
       createQueueWithDlq: (name, queueOptions = {}) => {

@@ -7,6 +7,7 @@ import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js
 import { createLogger } from '../../shared/log.js';
 import { Metrics } from '../../shared/metrics.js';
 import { createPoolManagerHandler, type PoolManagerEvent, type PoolManagerHandler } from '../../shared/pool/events.js';
+import { reportIllFormed } from '../../shared/pool/lease-trust.js';
 import type { SweepReport } from '../../shared/pool/pool-manager.js';
 
 // Built on the first invocation and kept for the container's life (SDK clients, limits cache, mutation cap).
@@ -22,7 +23,11 @@ function fromEnv(): PoolManagerHandler {
     metrics,
     clock: systemClock,
     ec2: new SdkEc2({ metrics, clusterName: config.clusterName }),
-    store: new DynamoLeaseStore({ api: createSdkDynamoApi(), tableName: config.tableName }),
+    store: new DynamoLeaseStore({
+      api: createSdkDynamoApi(),
+      tableName: config.tableName,
+      onIllFormedItem: reportIllFormed(logger, metrics, config.clusterName),
+    }),
   });
 }
 

@@ -5,6 +5,7 @@ import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
 import { createLogger } from '../../shared/log.js';
 import { Metrics } from '../../shared/metrics.js';
+import { reportIllFormed } from '../../shared/pool/lease-trust.js';
 import { DynamoLeasePartitions } from '../../shared/reconcile/lease-partitions.js';
 import { type ReconcileReport, type ReconcilerDeps, reconcile } from '../../shared/reconcile/reconciler.js';
 
@@ -22,7 +23,11 @@ function fromEnv(): ReconcilerDeps {
     metrics,
     clock: systemClock,
     ec2: new SdkEc2({ metrics, clusterName: config.clusterName }),
-    store: new DynamoLeaseStore({ api, tableName: config.tableName }),
+    store: new DynamoLeaseStore({
+      api,
+      tableName: config.tableName,
+      onIllFormedItem: reportIllFormed(logger, metrics, config.clusterName),
+    }),
     leasePartitions: new DynamoLeasePartitions(api, config.tableName),
   };
 }

@@ -2,6 +2,7 @@ import { type ConfigOf, validate } from '../../shared/config/schema.js';
 import { errorMessage, ValidationError } from '../../shared/errors.js';
 import { parseCidr } from '../../shared/ipv4.js';
 import { CniCode, CniError } from '../cni/errors.js';
+import { storeEndpointProblem } from './overrides.js';
 
 /**
  * The plugin's own netconf fields (beside the CNI's well-known ones). Units are in the names; every field has a
@@ -51,13 +52,13 @@ export const netconfSchema = {
     kind: 'optionalString',
     pattern: /^https?:\/\/[^\s/]+(\/.*)?$/,
     patternHint: 'an http(s) URL',
-    doc: 'DynamoDB endpoint override (local runs); default: AWS_ENDPOINT_URL_DYNAMODB or the regional one.',
+    doc: 'DynamoDB endpoint override (a FIPS or VPC endpoint, local runs): https, or http to loopback only; default: AWS_ENDPOINT_URL_DYNAMODB or the regional one.',
   },
   imdsEndpoint: {
     kind: 'optionalString',
     pattern: /^https?:\/\/[^\s/]+\/?$/,
     patternHint: 'an http(s) URL without a path',
-    doc: 'IMDS endpoint override; default: AWS_EC2_METADATA_SERVICE_ENDPOINT or http://169.254.169.254.',
+    doc: 'IMDS endpoint override, honoured only in test mode (VPC_LEASE_TEST_MODE=1) unless it names the instance’s own IMDS; default: http://169.254.169.254.',
   },
   reuseWaitMs: {
     kind: 'int',
@@ -72,6 +73,25 @@ export const netconfSchema = {
     min: 0,
     max: 86_400_000,
     doc: 'GC never releases a lease claimed more recently than this: an ADD in flight is not yet in the runtime’s list.',
+  },
+  gcUnnamedLeases: {
+    kind: 'bool',
+    default: false,
+    doc: 'GC may also release leases claimed before holders recorded their network (no hnw): set it only where one vpc-lease network runs on the node.',
+  },
+  attachmentLockWaitMs: {
+    kind: 'int',
+    default: 10_000,
+    min: 0,
+    max: 600_000,
+    doc: 'How long an ADD or DEL waits for another call of the same attachment to finish before failing with code 11.',
+  },
+  statusStoreGraceMs: {
+    kind: 'int',
+    default: 120_000,
+    min: 0,
+    max: 3_600_000,
+    doc: 'STATUS stays ready while the store is unreachable for at most this long after it last answered (a blip must not make the node NotReady).',
   },
   dataDir: {
     kind: 'string',
@@ -165,6 +185,9 @@ export function parseNetconf(netconf: Readonly<Record<string, unknown>>): Plugin
   const mtu = netconf['mtu'];
   if (typeof mtu === 'number' && mtu > 0 && mtu < 68) problems.push(`mtu: must be 0 or at least 68, got ${mtu}`);
   problems.push(...serviceCidrProblems(netconf['serviceCidrs'], netconf['hostVeth']));
+  const dynamoEndpoint = netconf['dynamoEndpoint'];
+  const endpointProblem = typeof dynamoEndpoint === 'string' ? storeEndpointProblem(dynamoEndpoint) : undefined;
+  if (endpointProblem) problems.push(`dynamoEndpoint: ${endpointProblem}`);
   // Refused rather than ignored: pod traffic leaves through the pod's own ENI with its VPC address, never
   // through the host's netfilter in L2/L3, so a masquerade rule would silently do nothing there.
   if (netconf['ipMasq'] === true)

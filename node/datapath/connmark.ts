@@ -2,8 +2,10 @@ import { spawn, spawnSync } from 'node:child_process';
 import { closeSync, existsSync } from 'node:fs';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import { VpcLeaseError } from '../../shared/errors.js';
+import { interfacesWith } from './host-veth.js';
 import { inNetns } from './native.js';
 import { listRules } from './pod-rules.js';
+import { loosenRpFilter } from './rp-filter.js';
 import {
   AF_INET,
   CREATE_EXCL,
@@ -37,6 +39,8 @@ export const HOST_FWMARK_RULE_PRIORITY = 1_024;
 export const POD_RETURN_TABLE = 117;
 export const POD_FWMARK_RULE_PRIORITY = 100;
 const HOST_CHAIN = 'VPC-LEASE-NODEPORT';
+const FORWARD_CHAIN = 'VPC-LEASE-FORWARD';
+const SNAT_CHAIN = 'VPC-LEASE-SNAT';
 const HOST_VETH_PREFIX = 'vlh+';
 const SAFE_NAME = /^[A-Za-z0-9_.-]{1,15}$/;
 const SPAWN_TIMEOUT_MS = 10_000;
@@ -180,23 +184,51 @@ export async function removePodReturnRule(pod: RtNetlinkSocket): Promise<'remove
 }
 
 /**
- * The node-wide half (L3/L3S): installed by the first ADD that needs it. The fwmark rule goes last, so its
- * presence (one netlink dump, no spawn) says the iptables part is there too; a crash in between only means the
- * next ADD installs the chain again (its content is rewritten, not appended).
+ * The node-wide half (every mode with the host veth): installed by the first ADD that needs it. The fwmark rule
+ * goes last, so its presence (one netlink dump, no spawn) says the iptables part is there too; a crash in between
+ * only means the next ADD installs the chains again (their content is rewritten, not appended).
+ *
+ * Beside the NodePort mark, it handles what pods send through the host veth, which is service traffic only:
+ * - connections entering from a pod veth get the same mark, so they route by the main table (never by a pod's
+ *   `from <ip>` rule into its ENI) and, when kube-proxy's DNAT sends them off the node, leave masqueraded to the
+ *   node's address through the boot ENI. Without that, EC2's source/destination check drops them (the pod's
+ *   address on the boot ENI), or the backend's reply reaches the pod straight through ipvlan, bypassing the
+ *   conntrack entry that undoes the DNAT;
+ * - anything else a pod forwards through its veth is dropped: only DNATed (service) connections may pass, so a
+ *   pod cannot reach IMDS, or anything else, with the node's address.
  */
-export async function ensureHostConnmark(host: RtNetlinkSocket): Promise<'installed' | 'present'> {
+export async function ensureHostConnmark(
+  host: RtNetlinkSocket,
+  hostIps: readonly string[],
+): Promise<'installed' | 'present'> {
   const rules = await listRules(host);
   if (rules.some((r) => r.fwmark === CONNMARK && r.priority === HOST_FWMARK_RULE_PRIORITY)) return 'present';
-  const mark = `0x${CONNMARK.toString(16)}/0x${CONNMARK.toString(16)}`;
-  const jump = ['-w', '5', '-t', 'mangle', '-C', 'PREROUTING', '-j', HOST_CHAIN];
-  const hasJump = run(iptablesBinary('iptables'), jump).status === 0;
+  // Masqueraded service replies come back on the host's own interfaces (the boot ENI) addressed to a pod whose
+  // `from` rule points elsewhere: those interfaces need loose reverse-path filtering (rp-filter.ts).
+  for (const name of await interfacesWith(host, hostIps)) loosenRpFilter(name);
+  const hex = `0x${CONNMARK.toString(16)}`;
+  const mark = `${hex}/${hex}`;
+  const has = (table: string, chain: string, target: string): boolean =>
+    run(iptablesBinary('iptables'), ['-w', '5', '-t', table, '-C', chain, '-j', target]).status === 0;
   const input = [
     '*mangle',
     // Declaring a user chain in a --noflush restore creates it or empties it: rerunning never appends twice.
     `:${HOST_CHAIN} - [0:0]`,
     `-A ${HOST_CHAIN} ! -i ${HOST_VETH_PREFIX} -m addrtype --dst-type LOCAL --limit-iface-in -j CONNMARK --set-xmark ${mark}`,
-    `-A ${HOST_CHAIN} -i ${HOST_VETH_PREFIX} -j CONNMARK --restore-mark --nfmask 0x${CONNMARK.toString(16)} --ctmask 0x${CONNMARK.toString(16)}`,
-    ...(hasJump ? [] : [`-A PREROUTING -j ${HOST_CHAIN}`]),
+    `-A ${HOST_CHAIN} -i ${HOST_VETH_PREFIX} -m conntrack --ctstate NEW -j CONNMARK --set-xmark ${mark}`,
+    `-A ${HOST_CHAIN} -i ${HOST_VETH_PREFIX} -j CONNMARK --restore-mark --nfmask ${hex} --ctmask ${hex}`,
+    ...(has('mangle', 'PREROUTING', HOST_CHAIN) ? [] : [`-A PREROUTING -j ${HOST_CHAIN}`]),
+    'COMMIT',
+    '*filter',
+    `:${FORWARD_CHAIN} - [0:0]`,
+    `-A ${FORWARD_CHAIN} -i ${HOST_VETH_PREFIX} -m conntrack --ctstate RELATED -j RETURN`,
+    `-A ${FORWARD_CHAIN} -i ${HOST_VETH_PREFIX} -m conntrack ! --ctstate DNAT -j DROP`,
+    ...(has('filter', 'FORWARD', FORWARD_CHAIN) ? [] : [`-I FORWARD -j ${FORWARD_CHAIN}`]),
+    'COMMIT',
+    '*nat',
+    `:${SNAT_CHAIN} - [0:0]`,
+    `-A ${SNAT_CHAIN} -m connmark --mark ${mark} -m conntrack --ctstate DNAT ! -o ${HOST_VETH_PREFIX} -j MASQUERADE`,
+    ...(has('nat', 'POSTROUTING', SNAT_CHAIN) ? [] : [`-A POSTROUTING -j ${SNAT_CHAIN}`]),
     'COMMIT',
     '',
   ].join('\n');

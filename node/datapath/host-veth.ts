@@ -81,6 +81,23 @@ export async function hostAddresses(host: RtNetlinkSocket): Promise<string[]> {
     .slice(0, MAX_HOST_ADDRESSES);
 }
 
+/** Names of the host interfaces that carry any of these addresses (the boot ENI, typically). */
+export async function interfacesWith(host: RtNetlinkSocket, ips: readonly string[]): Promise<string[]> {
+  const opts = { timeout: REQUEST_TIMEOUT_MS };
+  const addresses = await rtnl('list host addresses', () => host.getAddresses({ family: AF_INET }, undefined, opts));
+  const indexes = new Set(
+    addresses
+      .filter((a) => ips.includes(ipv4Of(a.attrs.local ?? a.attrs.address) ?? ''))
+      .map((a) => a.data.index)
+      .filter((i): i is number => i !== undefined),
+  );
+  const links = await rtnl('list host links', () => host.getLinks(undefined, undefined, opts));
+  return links
+    .filter((l) => l.data.index !== undefined && indexes.has(l.data.index))
+    .map((l) => l.attrs.ifname)
+    .filter((n): n is string => n !== undefined);
+}
+
 export interface VethPair {
   readonly hostIndex: number;
   readonly podIndex: number;

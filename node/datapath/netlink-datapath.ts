@@ -5,9 +5,10 @@ import type { LinkMessage } from 'netlink/dist/rt/structs.js';
 import { VpcLeaseError } from '../../shared/errors.js';
 import { formatIpv4 } from '../../shared/ipv4.js';
 import type { Logger } from '../../shared/log.js';
+import { CniCode, CniError } from '../cni/errors.js';
 import { openNetns } from './netns.js';
 import { inspectPodRouting, podRoutingSpec, setupPodRouting, withPodNetns } from './pod-routing.js';
-import type { Datapath, PodLink, PodLinkSpec, PodLinkState } from './port.js';
+import type { Datapath, IpvlanMode, PodLink, PodLinkSpec, PodLinkState } from './port.js';
 import { socketInNetns } from './rtnl.js';
 import { deletePodLink } from './teardown.js';
 import { faultPoint, type TestHooks } from './test-hooks.js';
@@ -39,9 +40,17 @@ const IFLA_INFO_KIND = 1;
 const IFLA_INFO_DATA = 2;
 const MACVLAN_MODE_BRIDGE = 4;
 const IPVLAN_MODE = { l2: 0, l3: 1, l3s: 2 } as const;
+const IFLA_IPVLAN_MODE = 1;
 const REQUEST_TIMEOUT_MS = 5_000;
 /** NLM_F_CREATE | NLM_F_EXCL: a create never silently reuses an object someone else made. */
 const CREATE_EXCL = 0x400 | 0x200;
+/** NLM_F_CREATE | NLM_F_REPLACE: a second attachment in the same pod shares the IMDS route. */
+const CREATE_REPLACE = 0x400 | 0x100;
+/**
+ * The instance metadata service. Its route stays in the pod's namespace after DEL (it names no device, and a
+ * second attachment may share it); the namespace goes with the pod.
+ */
+export const IMDS_ADDRESS = '169.254.169.254';
 
 /** Lazily loaded: VERSION, GC and STATUS never pay for the native binding (~50 ms of start-up). */
 async function loadNetlink(): Promise<NetlinkModule> {
@@ -82,6 +91,31 @@ function linkKind(linkinfo: Buffer | undefined): string | undefined {
         .subarray(off + 4, off + len)
         .toString('utf8')
         .replace(/\0+$/, '');
+    off += (len + 3) & ~3;
+  }
+  return undefined;
+}
+
+/** IFLA_IPVLAN_MODE out of an IFLA_LINKINFO blob: the mode of the link's master, as the kernel keeps it. */
+function ipvlanModeOf(linkinfo: Buffer | undefined): IpvlanMode | undefined {
+  if (!linkinfo || linkKind(linkinfo) !== 'ipvlan') return undefined;
+  let off = 0;
+  while (off + 4 <= linkinfo.length) {
+    const len = linkinfo.readUInt16LE(off);
+    if (len < 4) break;
+    if ((linkinfo.readUInt16LE(off + 2) & 0x3fff) === IFLA_INFO_DATA) {
+      const data = linkinfo.subarray(off + 4, off + len);
+      let at = 0;
+      while (at + 6 <= data.length) {
+        const alen = data.readUInt16LE(at);
+        if (alen < 4) break;
+        if ((data.readUInt16LE(at + 2) & 0x3fff) === IFLA_IPVLAN_MODE) {
+          const mode = data.readUInt16LE(at + 4);
+          return (Object.keys(IPVLAN_MODE) as IpvlanMode[]).find((m) => IPVLAN_MODE[m] === mode);
+        }
+        at += (alen + 3) & ~3;
+      }
+    }
     off += (len + 3) & ~3;
   }
   return undefined;
@@ -158,6 +192,7 @@ export class NetlinkDatapath implements Datapath {
       const master = await this.findMaster(spec.masterMac);
       if (!master || master.data.index === undefined)
         throw new MasterMissingError(`no host interface has the ENI's MAC ${spec.masterMac}`);
+      if (this.hooks.linkKind !== 'macvlan') await this.refuseModeChange(spec, master.attrs.ifname ?? spec.masterMac);
       faultPoint(this.hooks, 'find-master');
       nsFd = openNetns(spec.netnsPath);
       faultPoint(this.hooks, 'open-netns');
@@ -212,6 +247,22 @@ export class NetlinkDatapath implements Datapath {
           { ...opts, flags: CREATE_EXCL },
         ),
       );
+      // EC2's IMDS answers any address of the instance, pods' included: without this a pod could read the node
+      // role's credentials. Unreachable in the pod's own table works in every mode, with or without the host veth.
+      await nl(`make ${IMDS_ADDRESS} unreachable from the pod`, () =>
+        podSocket.newRoute(
+          {
+            family: AF_INET,
+            dstLen: 32,
+            table: RT_TABLE_MAIN,
+            protocol: 'BOOT',
+            scope: 'UNIVERSE',
+            type: 'UNREACHABLE',
+          },
+          { dst: ipBytes(IMDS_ADDRESS) },
+          { ...opts, flags: CREATE_REPLACE },
+        ),
+      );
       faultPoint(this.hooks, 'add-route');
 
       // L3/L3S table and rule, host veth: each step pushes its undo on the same stack.
@@ -241,6 +292,28 @@ export class NetlinkDatapath implements Datapath {
     } finally {
       pod?.socket.close();
       if (nsFd !== undefined) closeSync(nsFd);
+    }
+  }
+
+  /**
+   * The master's current ipvlan mode, read off a live peer's link (the host cannot see the master's port). A
+   * different mode is refused before anything is made: creating the link would re-mode every live pod on the ENI.
+   */
+  private async refuseModeChange(spec: PodLinkSpec, masterName: string): Promise<void> {
+    for (const peer of spec.peers ?? []) {
+      const mode = await this.inPod(peer.netnsPath, async (socket) => {
+        const index = await this.indexByName(socket, peer.ifName);
+        if (index === undefined) return undefined;
+        const [link] = await socket.getLink({ index }, undefined, { timeout: REQUEST_TIMEOUT_MS });
+        return ipvlanModeOf(link?.attrs.linkinfo);
+      });
+      if (mode === undefined) continue; // that pod is gone: ask the next one
+      if (mode === spec.mode) return;
+      throw new CniError(
+        CniCode.invalidConfig,
+        `ipvlan mode ${spec.mode} refused: ENI ${spec.masterMac} (${masterName}) carries live pods in mode ${mode}, ` +
+          "and ipvlan's mode belongs to the ENI, so a new link would re-mode them; drain the node before changing mode",
+      );
     }
   }
 

@@ -24,6 +24,12 @@ export interface PodLinkSpec {
   readonly mode: IpvlanMode;
   /** Tables, rules and the host veth; absent: the ipvlan link alone (L2 without a host veth). */
   readonly routing?: PodRouting;
+  /**
+   * Other live attachments on the same ENI (from the journal). ipvlan's mode belongs to the master: a link made
+   * in another mode would silently re-mode them, so setup reads the mode off the first one that still exists and
+   * refuses a different one.
+   */
+  readonly peers?: readonly { readonly netnsPath: string; readonly ifName: string }[];
 }
 
 export interface PodLink {

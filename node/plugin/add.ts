@@ -1,7 +1,6 @@
 import type { Lease } from '../../shared/domain/lease.js';
 import { sameHolder } from '../../shared/domain/lease.js';
 import { parseCidr } from '../../shared/ipv4.js';
-import { CniCode, CniError } from '../cni/errors.js';
 import type { CniResult } from '../cni/result.js';
 import { appendResult, formatResult, parsePrevResult } from '../cni/result.js';
 import type { CniOutput } from '../cni/skel.js';
@@ -10,15 +9,13 @@ import type { PodLink } from '../datapath/port.js';
 import { teardownPodRouting } from '../datapath/routing-teardown.js';
 import { faultPoint } from '../datapath/test-hooks.js';
 import { UndoStack } from '../datapath/undo.js';
-import { writerAlive } from '../journal/journal.js';
+import { type AttachmentLock, lockAttachment } from '../journal/lock.js';
 import { classify } from './classify.js';
 import type { CallContext } from './context.js';
 import { podRouting, routingTeardown } from './routing.js';
 
-const IN_FLIGHT_LIMIT_MS = 120_000;
-
 /**
- * ADD, in the order the protocol reads: journal intent → claim (Query + UpdateItem, nothing else on the store)
+ * ADD, in the order the protocol reads: the attachment's lock → journal intent → claim (Query + UpdateItem, nothing else on the store)
  * → journal the address → build the link in the pod → print the result. Every step pushes its undo; a failure
  * anywhere releases the claim, removes the link and the record, and reports the original error.
  */
@@ -26,10 +23,13 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
   const { request: req, config, journal, log } = ctx;
   const prev = req.netconf['prevResult'] !== undefined ? parsePrevResult(req.netconf['prevResult']) : undefined;
   const undo = new UndoStack(log);
+  let lock: AttachmentLock | undefined;
   try {
     // Before anything changes: a bad netns path is the caller's mistake and must leave no trace.
     checkNetns(req.netns);
     const marks: Record<string, number> = { start: performance.now() };
+    // Two ADDs of one attachment never run side by side, however long the first hangs (the runtime's retry).
+    lock = await lockAttachment(config.dataDir, req.containerId, req.ifName, config.attachmentLockWaitMs);
     const identity = await ctx.identity();
     const store = await ctx.store();
     marks['identity'] = performance.now();
@@ -47,12 +47,9 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
       pid: process.pid,
     });
     if (!fresh) {
-      // A repeated ADD. A complete record costs one GetItem to confirm; an intent alone means a crash between
-      // the claim and its record, so ask the store who holds what.
+      // A repeated ADD (its predecessor finished or died: we hold the lock). A complete record costs one GetItem
+      // to confirm; an intent alone means a crash between the claim and its record, so ask the store.
       const record = journal.read(req.containerId, req.ifName);
-      // A live writer of a recent intent is an ADD in flight (a reused pid cannot block for longer than this).
-      if (record && !record.ip && nowMs - record.createdAtMs < IN_FLIGHT_LIMIT_MS && writerAlive(record))
-        throw new CniError(CniCode.tryAgainLater, `an ADD of ${req.containerId}/${req.ifName} is in flight`);
       if (record?.ip) {
         const held = await store.getLease(arn, record.ip);
         if (held?.state === 'CLAIMED' && held.holder && sameHolder(held.holder, holder)) lease = held;
@@ -76,7 +73,8 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
     });
     faultPoint(ctx.hooks, 'claim');
 
-    journal.write({
+    // Synced while the datapath is built; awaited before the result (and by the undo, before it removes it).
+    const recorded = journal.write({
       containerId: req.containerId,
       ifName: req.ifName,
       netns: req.netns,
@@ -91,6 +89,8 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
         gateway: claimed.gateway,
       },
     });
+    recorded.catch(() => undefined); // awaited below or by the undo
+    undo.push('journal-record', () => recorded.catch(() => undefined));
     faultPoint(ctx.hooks, 'journal-record');
 
     const prefixLength = parseCidr(claimed.subnetCidr).prefixLength;
@@ -104,7 +104,14 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
     }
     if (!link) {
       const routing = podRouting(config, req.containerId, claimed.deviceIndex);
+      const peers = journal
+        .list()
+        .filter(
+          (r) => r.placement?.mac === claimed.mac && !(r.containerId === req.containerId && r.ifName === req.ifName),
+        )
+        .map((r) => ({ netnsPath: r.netns, ifName: r.ifName }));
       link = await datapath.setup({
+        peers,
         netnsPath: req.netns,
         ifName: req.ifName,
         masterMac: claimed.mac,
@@ -129,6 +136,7 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
       routes: [{ dst: '0.0.0.0/0', gw: claimed.gateway }],
       dns: {},
     };
+    await recorded;
     marks['datapath'] = performance.now();
     faultPoint(ctx.hooks, 'print-result');
     undo.commit();
@@ -140,5 +148,7 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
     await undo.unwind(err);
     log.error('ADD failed', { err });
     throw classify(err);
+  } finally {
+    await lock?.release();
   }
 }

@@ -4,6 +4,7 @@ import { MasterMissingError, NetlinkError } from '../datapath/netlink-datapath.j
 import { NetnsMissingError, NotANetnsError } from '../datapath/netns.js';
 import { RtnlError } from '../datapath/rtnl.js';
 import { ImdsError } from '../identity/imds.js';
+import { AttachmentBusyError } from '../journal/lock.js';
 
 /**
  * Maps the plugin's own failures to CNI codes (the skel maps the shared ones: validation 7, store and contention
@@ -15,7 +16,7 @@ export function classify(err: unknown): unknown {
     return new CniError(CniCode.containerUnknown, err.message, undefined, { cause: err });
   if (err instanceof NotANetnsError)
     return new CniError(CniCode.invalidEnvironment, `invalid CNI_NETNS: ${err.message}`, undefined, { cause: err });
-  if (err instanceof MasterMissingError || err instanceof ImdsError)
+  if (err instanceof MasterMissingError || err instanceof ImdsError || err instanceof AttachmentBusyError)
     return new CniError(CniCode.tryAgainLater, err.message, err.name, { cause: err });
   if (err instanceof NetlinkError || err instanceof RtnlError)
     return new CniError(CniCode.datapathFailure, err.message, err.errnoName, { cause: err });

@@ -1,4 +1,4 @@
-import { appendFileSync, mkdirSync } from 'node:fs';
+import { appendFileSync, chmodSync, mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { LeaseHolder } from '../../shared/domain/lease.js';
 import { errorMessage } from '../../shared/errors.js';
@@ -6,6 +6,7 @@ import type { LeaseStore } from '../../shared/lease-store/port.js';
 import { createLogger, type Logger } from '../../shared/log.js';
 import type { CniRequest } from '../cni/skel.js';
 import { type PluginConfig, parseNetconf } from '../config/netconf.js';
+import { checkOverrides } from '../config/overrides.js';
 import type { Datapath } from '../datapath/port.js';
 import { type TestHooks, testHooksFromEnv } from '../datapath/test-hooks.js';
 import { loadIdentity, type NodeIdentity } from '../identity/identity.js';
@@ -37,6 +38,7 @@ export class CallContext {
   ) {
     this.hooks = testHooksFromEnv(deps.env);
     this.config = parseNetconf(request.netconf);
+    checkOverrides(deps.env, this.config);
     this.log = fileLogger(this.config).child({
       command: request.command,
       ...(request.containerId ? { containerId: request.containerId } : {}),
@@ -56,6 +58,7 @@ export class CallContext {
       containerId: this.request.containerId,
       ifName: this.request.ifName,
       netns: this.request.netns,
+      network: this.config.name,
       ...(podNamespace ? { podNamespace } : {}),
       ...(podName ? { podName } : {}),
     };
@@ -88,7 +91,13 @@ export class CallContext {
   }
 }
 
-/** JSON lines appended to the configured file; a log that cannot be written never fails the call. */
+/** Pod names, addresses and errors are for root and the log group, not every local user. */
+const LOG_FILE_MODE = 0o640;
+
+/**
+ * JSON lines appended to the configured file, created 0640 or stricter whatever the umask (a file an older version
+ * left wider is narrowed on first write); a log that cannot be written never fails the call.
+ */
 export function fileLogger(config: Pick<PluginConfig, 'logFile' | 'logLevel'>): Logger {
   let ready = false;
   return createLogger({
@@ -97,10 +106,14 @@ export function fileLogger(config: Pick<PluginConfig, 'logFile' | 'logLevel'>): 
     sink: (line) => {
       try {
         if (!ready) {
-          mkdirSync(dirname(config.logFile), { recursive: true });
-          ready = true;
+          mkdirSync(dirname(config.logFile), { recursive: true, mode: 0o750 });
         }
-        appendFileSync(config.logFile, `${line}\n`);
+        appendFileSync(config.logFile, `${line}\n`, { mode: LOG_FILE_MODE });
+        if (!ready) {
+          ready = true;
+          // The mode above applies only on creation, and then through the umask, which may be wider or narrower.
+          if ((statSync(config.logFile).mode & 0o777 & ~LOG_FILE_MODE) !== 0) chmodSync(config.logFile, LOG_FILE_MODE);
+        }
       } catch (err) {
         process.stderr.write(`vpc-lease-cni: cannot write ${config.logFile}: ${errorMessage(err)}\n`);
       }

@@ -2,6 +2,7 @@ import type { CniOutput } from '../cni/skel.js';
 import { checkNetns } from '../datapath/netns.js';
 import { teardownPodRouting } from '../datapath/routing-teardown.js';
 import { deletePodLink } from '../datapath/teardown.js';
+import { type AttachmentLock, lockAttachment } from '../journal/lock.js';
 import { classify } from './classify.js';
 import type { CallContext } from './context.js';
 import { routingTeardown } from './routing.js';
@@ -13,8 +14,11 @@ import { routingTeardown } from './routing.js';
  */
 export async function cmdDel(ctx: CallContext): Promise<CniOutput> {
   const { request: req, config, journal, log } = ctx;
+  let lock: AttachmentLock | undefined;
   try {
     const marks: Record<string, number> = { start: performance.now() };
+    // After an ADD of the same attachment, never beside it: it could claim or build after this DEL released.
+    lock = await lockAttachment(config.dataDir, req.containerId, req.ifName, config.attachmentLockWaitMs);
     const record = journal.read(req.containerId, req.ifName);
     const netns = req.netns || record?.netns || '';
     let link: 'removed' | 'absent' = 'absent';
@@ -63,6 +67,8 @@ export async function cmdDel(ctx: CallContext): Promise<CniOutput> {
   } catch (err) {
     log.error('DEL failed', { err });
     throw classify(err);
+  } finally {
+    await lock?.release();
   }
 }
 

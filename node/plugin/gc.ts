@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import type { Lease } from '../../shared/domain/lease.js';
 import { CniCode, CniError } from '../cni/errors.js';
 import type { CniOutput } from '../cni/skel.js';
 import { teardownPodRouting } from '../datapath/routing-teardown.js';
@@ -24,9 +25,19 @@ function validAttachments(raw: unknown): Attachment[] {
 }
 
 /**
- * GC (CNI 1.1): releases every lease of this node CLAIMED by an attachment the runtime no longer lists, and
- * drops their journal records. A lease claimed within `gcGraceMs` is spared — an ADD still in flight is not in
- * the runtime's list yet, and releasing it would hand one address to two pods.
+ * Whether a lease belongs to this GC's network. The runtime lists only this network's attachments, so another
+ * vpc-lease network's leases (Multus) must be left alone. A lease claimed before holders recorded their network
+ * is adopted only when the netconf says this node runs one vpc-lease network (`gcUnnamedLeases`).
+ */
+function ours(lease: Lease, network: string, adoptUnnamed: boolean): boolean {
+  const claimedBy = lease.holder?.network;
+  return claimedBy === undefined ? adoptUnnamed : claimedBy === network;
+}
+
+/**
+ * GC (CNI 1.1): releases every lease of this node CLAIMED by an attachment of this network that the runtime no
+ * longer lists, and drops their journal records. A lease claimed within `gcGraceMs` is spared — an ADD still in
+ * flight is not in the runtime's list yet, and releasing it would hand one address to two pods.
  */
 export async function cmdGc(ctx: CallContext): Promise<CniOutput> {
   const { request: req, config, journal, log } = ctx;
@@ -40,9 +51,14 @@ export async function cmdGc(ctx: CallContext): Promise<CniOutput> {
     const claimed = await store.listLeases(identity.instanceArn, { state: 'CLAIMED' });
     let released = 0;
     let spared = 0;
+    let foreign = 0;
     for (const lease of claimed) {
       const holder = lease.holder;
       if (!holder || isLive(holder.containerId, holder.ifName)) continue;
+      if (!ours(lease, config.name, config.gcUnnamedLeases)) {
+        foreign += 1;
+        continue;
+      }
       if ((lease.claimedAtMs ?? 0) > nowMs - config.gcGraceMs) {
         spared += 1;
         continue;
@@ -64,7 +80,7 @@ export async function cmdGc(ctx: CallContext): Promise<CniOutput> {
       journal.remove(record.containerId, record.ifName);
       records += 1;
     }
-    log.info('garbage collected', { released, spared, records, valid: valid.length });
+    log.info('garbage collected', { released, spared, foreign, records, valid: valid.length });
     return undefined;
   } catch (err) {
     log.error('GC failed', { err });

@@ -1,13 +1,17 @@
+import { join } from 'node:path';
 import { LightDynamoClient } from '../../shared/dynamo/light-client.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
+import { LeaseTable } from '../../shared/lease-store/dynamo-lease-table.js';
 import type { LeaseStore } from '../../shared/lease-store/port.js';
 import type { PluginConfig } from '../config/netconf.js';
 import type { NodeIdentity } from '../identity/identity.js';
+import { ClaimHints, withClaimHints } from './claim-hints.js';
 
 /**
  * The node's lease store: the DynamoDB adapter over the light SigV4 client (no AWS SDK in the CNI binary),
  * signed with the identity's credentials — the instance role's, whose policy confines it to the node's own
- * partition (`dynamodb:LeadingKeys = ${ec2:SourceInstanceARN}`).
+ * partition (`dynamodb:LeadingKeys = ${ec2:SourceInstanceARN}`). Claims try the node's hints of leases it
+ * released first (one UpdateItem, no Query; see claim-hints.ts).
  */
 export function openLeaseStore(config: PluginConfig, identity: NodeIdentity): LeaseStore {
   const credentials = identity.credentials;
@@ -17,5 +21,13 @@ export function openLeaseStore(config: PluginConfig, identity: NodeIdentity): Le
     credentials: async () => credentials,
     timeoutMs: config.storeTimeoutMs,
   });
-  return new DynamoLeaseStore({ api, tableName: config.tableName });
+  const store = new DynamoLeaseStore({ api, tableName: config.tableName });
+  const table = new LeaseTable({
+    api,
+    tableName: config.tableName,
+    batchRetries: 0,
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    random: Math.random,
+  });
+  return withClaimHints(store, table, new ClaimHints(join(config.dataDir, 'claim-hints', config.tableName)));
 }

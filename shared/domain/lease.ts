@@ -16,6 +16,8 @@ export interface LeaseHolder {
   readonly netns: string;
   readonly podNamespace?: string;
   readonly podName?: string;
+  /** The CNI network (netconf `name`) that claimed it: GC releases only its own network's attachments. */
+  readonly network?: string;
 }
 
 /** Where an address lives: everything the node needs to wire a pod without calling EC2. */

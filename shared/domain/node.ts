@@ -65,6 +65,12 @@ export interface NodeRecord {
   readonly maxPods: number;
   readonly createdAtMs: number;
   readonly updatedAtMs: number;
+  /**
+   * When the reconciler first saw the instance gone from EC2 (terminated or unknown). The partition is
+   * removed only by a later pass that still sees it gone, a minimum age after this mark — never on one
+   * DescribeInstances snapshot, which may lag (eventual consistency). Cleared when the instance reappears.
+   */
+  readonly goneSeenAtMs?: number;
   /** Optimistic concurrency: every update is conditional on the version it read. */
   readonly version: number;
 }

@@ -37,6 +37,11 @@ export interface DynamoLeaseStoreOptions {
   readonly sleep?: (ms: number) => Promise<void>;
   /** Candidate choice (tests); default Math.random. */
   readonly random?: () => number;
+  /**
+   * Called for each item listLeases or listNodes skips because it does not decode (a node can create items in
+   * its own partition): one malformed item must not stop the control plane's pass over every node.
+   */
+  readonly onIllFormedItem?: (key: { pk?: string; sk?: string }, error: unknown) => void;
 }
 
 const DEFAULT_CANDIDATES = 16;
@@ -57,11 +62,13 @@ export class DynamoLeaseStore implements LeaseStore {
   private readonly table: string;
   private readonly putConcurrency: number;
   private readonly t: LeaseTable;
+  private readonly onIllFormed: (key: { pk?: string; sk?: string }, error: unknown) => void;
 
   constructor(options: DynamoLeaseStoreOptions) {
     this.api = options.api;
     this.table = options.tableName;
     this.putConcurrency = Math.max(1, options.putConcurrency ?? 8);
+    this.onIllFormed = options.onIllFormedItem ?? (() => {});
     this.t = new LeaseTable({
       api: options.api,
       tableName: options.tableName,
@@ -165,14 +172,13 @@ export class DynamoLeaseStore implements LeaseStore {
           TableName: this.table,
           Key: leaseKey(instanceArn, address),
           UpdateExpression:
-            `SET ${A.state} = :cooldown, ${A.releasedAt} = :now, ${A.cPk} = :arn, ${A.cAt} = :reusableAt, ` +
+            `SET ${A.state} = :cooldown, ${A.releasedAt} = :now, ${A.cAt} = :reusableAt, ` +
             `${A.version} = ${A.version} + :one REMOVE ${HOLDER_ATTRS.join(', ')}`,
           ConditionExpression: `${A.state} = :claimed AND ${A.containerId} = :hc AND ${A.ifName} = :hi`,
           ExpressionAttributeValues: {
             ':cooldown': str('COOLDOWN'),
             ':claimed': str('CLAIMED'),
             ':now': num(nowMs),
-            ':arn': str(instanceArn),
             ':reusableAt': num(nowMs + reuseWaitMs),
             ':one': num(1),
             ':hc': str(holder.containerId),
@@ -215,7 +221,7 @@ export class DynamoLeaseStore implements LeaseStore {
         Key: leaseKey(instanceArn, ip),
         UpdateExpression:
           `SET ${A.state} = :releasing, ${A.releasedAt} = :now, ${A.version} = ${A.version} + :one ` +
-          `REMOVE ${A.cPk}, ${A.cAt}`,
+          `REMOVE ${A.cAt}`,
         // The second clause makes a retried request (its response lost after it succeeded) succeed again
         // instead of stranding the lease in RELEASING with no one to finish the handshake.
         ConditionExpression: `(${claimable}) OR (${A.state} = :releasing AND ${A.releasedAt} = :now)`,
@@ -233,12 +239,11 @@ export class DynamoLeaseStore implements LeaseStore {
       this.t.conditionalUpdate(instanceArn, ip, 'revert RELEASING', {
         TableName: this.table,
         Key: leaseKey(instanceArn, ip),
-        UpdateExpression: `SET ${A.state} = :free, ${A.cPk} = :arn, ${A.cAt} = :now, ${A.version} = ${A.version} + :one`,
+        UpdateExpression: `SET ${A.state} = :free, ${A.cAt} = :now, ${A.version} = ${A.version} + :one`,
         ConditionExpression: `${A.state} = :releasing`,
         ExpressionAttributeValues: {
           ':free': str('FREE'),
           ':releasing': str('RELEASING'),
-          ':arn': str(instanceArn),
           ':now': num(nowMs),
           ':one': num(1),
         },
@@ -315,7 +320,7 @@ export class DynamoLeaseStore implements LeaseStore {
           ExpressionAttributeValues: values,
           ConsistentRead: true,
         })
-        .then((items) => items.map(decodeLease)),
+        .then((items) => this.decodeAll(items, decodeLease)),
     );
   }
 
@@ -329,8 +334,14 @@ export class DynamoLeaseStore implements LeaseStore {
         const page = await this.api.query({
           TableName: this.table,
           IndexName: CLAIMABLE_INDEX.name,
-          KeyConditionExpression: `${A.cPk} = :arn AND ${A.cAt} <= :now`,
-          ExpressionAttributeValues: { ':arn': str(instanceArn), ':now': num(nowMs) },
+          KeyConditionExpression: `${A.pk} = :arn AND ${A.cAt} <= :now`,
+          // A node could put `cAt` on its own node item; count leases only.
+          FilterExpression: `begins_with(${A.sk}, :prefix)`,
+          ExpressionAttributeValues: {
+            ':arn': str(instanceArn),
+            ':now': num(nowMs),
+            ':prefix': str(LEASE_SORT_PREFIX),
+          },
           Select: 'COUNT',
           ...(start ? { ExclusiveStartKey: start } : {}),
         });
@@ -377,7 +388,7 @@ export class DynamoLeaseStore implements LeaseStore {
         await this.api.putItem({
           TableName: this.table,
           Item: encodeNode(written, written.version),
-          ConditionExpression: `${A.version} = :expected`,
+          ConditionExpression: `${A.nodeVersion} = :expected`,
           ExpressionAttributeValues: { ':expected': num(expectedVersion) },
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         });
@@ -395,6 +406,19 @@ export class DynamoLeaseStore implements LeaseStore {
     });
   }
 
+  private decodeAll<T>(items: readonly Item[], decode: (item: Item) => T): T[] {
+    const out: T[] = [];
+    for (const item of items) {
+      try {
+        out.push(decode(item));
+      } catch (err) {
+        if (!(err instanceof ValidationError)) throw err;
+        this.onIllFormed({ pk: item[A.pk]?.S, sk: item[A.sk]?.S }, err);
+      }
+    }
+    return out;
+  }
+
   /** A Scan of the whole table, filtered to node items: for operators and schedules, never a pod's hot path. */
   async listNodes(): Promise<NodeRecord[]> {
     return guard('list', 'the node items', async () => {
@@ -408,7 +432,7 @@ export class DynamoLeaseStore implements LeaseStore {
           ConsistentRead: true,
           ...(start ? { ExclusiveStartKey: start } : {}),
         });
-        for (const item of page.Items ?? []) nodes.push(decodeNode(item as Item));
+        nodes.push(...this.decodeAll((page.Items ?? []) as Item[], decodeNode));
         start = page.LastEvaluatedKey as Item | undefined;
       } while (start);
       return nodes;

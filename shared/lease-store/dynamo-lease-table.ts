@@ -97,13 +97,15 @@ export class LeaseTable {
       const page = await this.api.query({
         TableName: this.table,
         IndexName: CLAIMABLE_INDEX.name,
-        KeyConditionExpression: `${A.cPk} = :arn AND ${A.cAt} <= :now`,
+        KeyConditionExpression: `${A.pk} = :arn AND ${A.cAt} <= :now`,
         ExpressionAttributeValues: { ':arn': str(instanceArn), ':now': num(nowMs) },
         ProjectionExpression: `${A.sk}, ${A.version}`,
         Limit: limit + lost.size,
         ...(start ? { ExclusiveStartKey: start } : {}),
       });
       const fresh = (page.Items ?? [])
+        // Only lease items: a node could put `cAt` on its node item, which would then show up here.
+        .filter((item) => item[A.sk]?.S?.startsWith(LEASE_SORT_PREFIX) === true)
         .map((item) => ({
           ip: (item[A.sk]?.S ?? '').slice(LEASE_SORT_PREFIX.length),
           version: Number(item[A.version]?.N ?? Number.NaN),
@@ -128,7 +130,7 @@ export class LeaseTable {
       Key: leaseKey(instanceArn, ip),
       UpdateExpression:
         `SET ${[`${A.state} = :claimed`, `${A.claimedAt} = :now`, `${A.version} = ${A.version} + :one`, ...h.set].join(', ')} ` +
-        `REMOVE ${[A.cPk, A.cAt, ...h.remove].join(', ')}`,
+        `REMOVE ${[A.cAt, ...h.remove].join(', ')}`,
       // The index may lag the table: the version and state checks make a stale candidate lose cleanly. The
       // second clause makes a retried request whose first try did land succeed again instead of "losing" to
       // itself and leaking the lease.

@@ -12,15 +12,15 @@ export type Item = Record<string, AttributeValue>;
  * partition is queried on every pod start; the mapping lives here and nowhere else.
  *
  * Lease item life cycle of the optional attributes:
- * - holder (hc/hi/hn/pn/pp) is present exactly while CLAIMED;
- * - cPk/cAt (the claimable index key; cAt doubles as reusableAtMs) exactly while FREE or COOLDOWN;
+ * - holder (hc/hi/hn/pn/pp/hnw) is present exactly while CLAIMED (hnw, the CNI network name, only on leases
+ *   claimed since it was added: GC releases only its own network's attachments);
+ * - cAt (the claimable index's sort key, and reusableAtMs) exactly while FREE or COOLDOWN;
  * - cl (claimedAtMs) is the last claim, rl (releasedAtMs) the last time the lease left use (a holder's
  *   release, or the start of the release handshake) — both kept as history.
  */
 export const A = {
   pk: TABLE_KEYS.partitionKey,
   sk: TABLE_KEYS.sortKey,
-  cPk: CLAIMABLE_INDEX.partitionKey,
   cAt: CLAIMABLE_INDEX.sortKey,
   version: 'v',
   state: 'st',
@@ -36,10 +36,13 @@ export const A = {
   netns: 'hn',
   podNamespace: 'pn',
   podName: 'pp',
+  network: 'hnw',
   createdAt: 'ca',
   claimedAt: 'cl',
   releasedAt: 'rl',
-  // Node item only.
+  // Node item only. Its version is `nv`, not the lease's `v`: a node may write `v` (its claims bump it), and
+  // no attribute the control plane reads from the node item may be one a node can write.
+  nodeVersion: 'nv',
   instanceId: 'iid',
   instanceType: 'ity',
   availabilityZone: 'az',
@@ -51,9 +54,30 @@ export const A = {
   enis: 'enis',
   maxPods: 'mp',
   updatedAt: 'ua',
+  goneSeenAt: 'gs',
 } as const;
 
-export const HOLDER_ATTRS = [A.containerId, A.ifName, A.netns, A.podNamespace, A.podName] as const;
+export const HOLDER_ATTRS = [A.containerId, A.ifName, A.netns, A.podNamespace, A.podName, A.network] as const;
+
+/** The holder's CNI network name (GC releases only its own network's leases); written by the node's claim. */
+export const HOLDER_NETWORK_ATTR = A.network;
+
+/**
+ * Every attribute a node's UpdateItem may name (the node policy's `dynamodb:Attributes`): the keys, which IAM
+ * requires in the list, the index sort key, and what a claim or a release changes. A node cannot write the
+ * ENI, MAC, subnet, prefix or creation time of a lease, nor any attribute of the node item that the control
+ * plane reads (see `nodeVersion`).
+ */
+export const NODE_WRITABLE_ATTRS = [
+  A.pk,
+  A.sk,
+  A.state,
+  A.version,
+  A.claimedAt,
+  A.releasedAt,
+  A.cAt,
+  ...HOLDER_ATTRS,
+] as const;
 
 const s = (value: string): AttributeValue => ({ S: value });
 const n = (value: number): AttributeValue => ({ N: String(value) });
@@ -70,7 +94,6 @@ export function nodeKey(instanceArn: string): Item {
 export function encodeNewLease(lease: NewLease, nowMs: number): Item {
   const item: Item = {
     ...leaseKey(lease.instanceArn, lease.ip),
-    [A.cPk]: s(lease.instanceArn),
     [A.cAt]: n(nowMs),
     [A.version]: n(1),
     [A.state]: s('FREE'),
@@ -97,6 +120,7 @@ export function encodeHolder(holder: LeaseHolder): { set: string[]; remove: stri
     [A.netns, holder.netns],
     [A.podNamespace, holder.podNamespace],
     [A.podName, holder.podName],
+    [A.network, holder.network],
   ];
   for (const [attr, value] of fields) {
     if (value === undefined) {
@@ -145,12 +169,14 @@ export function decodeLease(item: Item): Lease {
   if (containerId !== undefined && ifName !== undefined) {
     const podNamespace = str(item, A.podNamespace);
     const podName = str(item, A.podName);
+    const network = str(item, A.network);
     holder = {
       containerId,
       ifName,
       netns: str(item, A.netns) ?? '',
       ...(podNamespace !== undefined ? { podNamespace } : {}),
       ...(podName !== undefined ? { podName } : {}),
+      ...(network !== undefined ? { network } : {}),
     };
   }
   const prefix = str(item, A.prefix);
@@ -181,7 +207,7 @@ export function decodeLease(item: Item): Lease {
 export function encodeNode(node: NodeRecord, version: number): Item {
   const item: Item = {
     ...nodeKey(node.instanceArn),
-    [A.version]: n(version),
+    [A.nodeVersion]: n(version),
     [A.instanceId]: s(node.instanceId),
     [A.instanceType]: s(node.instanceType),
     [A.availabilityZone]: s(node.availabilityZone),
@@ -195,6 +221,7 @@ export function encodeNode(node: NodeRecord, version: number): Item {
   if (node.lifecycle) item[A.lifecycle] = toAttr(node.lifecycle as unknown as Plain);
   if (node.limits) item[A.limits] = toAttr(node.limits as unknown as Plain);
   if (node.failureReason !== undefined) item[A.failureReason] = s(node.failureReason);
+  if (node.goneSeenAtMs !== undefined) item[A.goneSeenAt] = n(node.goneSeenAtMs);
   return item;
 }
 
@@ -203,6 +230,7 @@ export function decodeNode(item: Item): NodeRecord {
   const lifecycle = item[A.lifecycle];
   const limits = item[A.limits];
   const failureReason = str(item, A.failureReason);
+  const goneSeenAtMs = num(item, A.goneSeenAt);
   const psn = item[A.podSubnetIds];
   const enis = item[A.enis];
   return {
@@ -219,6 +247,7 @@ export function decodeNode(item: Item): NodeRecord {
     maxPods: reqNum(item, A.maxPods, 'node'),
     createdAtMs: reqNum(item, A.createdAt, 'node'),
     updatedAtMs: reqNum(item, A.updatedAt, 'node'),
-    version: reqNum(item, A.version, 'node'),
+    ...(goneSeenAtMs !== undefined ? { goneSeenAtMs } : {}),
+    version: reqNum(item, A.nodeVersion, 'node'),
   };
 }

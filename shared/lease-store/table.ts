@@ -11,15 +11,23 @@ export const TABLE_KEYS = {
 } as const;
 
 /**
- * Sparse index over claimable leases: `cPk` (= the instance ARN) and `cAt` (= reusableAtMs) are present only
- * while a lease is FREE or COOLDOWN, so ADD finds candidates with one Query (`cAt <= now`) and no Scan, and a
- * RELEASING or CLAIMED lease is simply not in it.
+ * Sparse local secondary index over claimable leases: `cAt` (= reusableAtMs) is present only while a lease is
+ * FREE or COOLDOWN, so ADD finds candidates with one Query (`pk = arn AND cAt <= now`) and a RELEASING or CLAIMED
+ * lease is not in it. Local, keyed on the table's own partition key: `dynamodb:LeadingKeys` then confines what a
+ * node's index Query can return to its own items (a global index on a node-written key let one node fill
+ * another's view — issue 14).
  */
 export const CLAIMABLE_INDEX = {
   name: 'claimable',
-  partitionKey: 'cPk',
+  partitionKey: TABLE_KEYS.partitionKey,
   sortKey: 'cAt',
 } as const;
+
+/**
+ * The table's schema generation. 2 = the claimable index is local (issue 14); an index kind cannot change in
+ * place, so a new generation is a new table (infra/DEPLOY.md, "Moving to lease table v2").
+ */
+export const LEASE_TABLE_GENERATION = 2;
 
 export const NODE_SORT_KEY = 'node';
 export const LEASE_SORT_PREFIX = 'ip#';
@@ -36,22 +44,21 @@ export function createTableInput(tableName: string): CreateTableCommandInput {
     AttributeDefinitions: [
       { AttributeName: TABLE_KEYS.partitionKey, AttributeType: 'S' },
       { AttributeName: TABLE_KEYS.sortKey, AttributeType: 'S' },
-      { AttributeName: CLAIMABLE_INDEX.partitionKey, AttributeType: 'S' },
       { AttributeName: CLAIMABLE_INDEX.sortKey, AttributeType: 'N' },
     ],
     KeySchema: [
       { AttributeName: TABLE_KEYS.partitionKey, KeyType: 'HASH' },
       { AttributeName: TABLE_KEYS.sortKey, KeyType: 'RANGE' },
     ],
-    GlobalSecondaryIndexes: [
+    LocalSecondaryIndexes: [
       {
         IndexName: CLAIMABLE_INDEX.name,
         KeySchema: [
           { AttributeName: CLAIMABLE_INDEX.partitionKey, KeyType: 'HASH' },
           { AttributeName: CLAIMABLE_INDEX.sortKey, KeyType: 'RANGE' },
         ],
-        // The claim re-reads nothing: the update's condition checks state and version, and the index carries
-        // what the candidate choice needs.
+        // ALL: a Query of the index never fetches from the table, so the node policy can allow the index's
+        // Select values without a second read path.
         Projection: { ProjectionType: 'ALL' },
       },
     ],

@@ -5,6 +5,7 @@ import { VpcLeaseError } from '../errors.js';
 import { expectedLeases } from '../lifecycle/pod-eni.js';
 import { METRIC_DIMENSIONS, METRIC_NAMES, type MetricName } from '../metrics.js';
 import type { PoolDeps } from './deps.js';
+import { reportRejected, screenLeases } from './lease-trust.js';
 import { advanceNewEnis, enisInProgress } from './new-eni.js';
 import { releaseGroups, resumeReleasing } from './release.js';
 import { planRelease } from './release-plan.js';
@@ -87,9 +88,13 @@ export async function manageNodePool(deps: PoolDeps, instanceArn: string): Promi
   if (!node) return { ...base, skipped: 'no node item' };
   if (node.phase !== 'READY') return { ...base, skipped: `node is ${node.phase}` };
 
-  const resumed = await resumeReleasing(deps, instanceArn, leases);
+  // Invariant 8: only leases that match the node item's records are acted on; the rest are reported once.
+  const first = screenLeases(node, leases, clock.nowMs(), config.reuseWaitMs);
+  reportRejected(deps, instanceArn, first.rejected);
+  const resumed = await resumeReleasing(deps, node, [...first.trusted, ...first.unrecorded]);
   const adopted = await adoptRecorded(deps, node, leases);
   if (resumed.released.length + resumed.kept.length + adopted > 0) leases = await store.listLeases(instanceArn);
+  leases = screenLeases(node, leases, clock.nowMs(), config.reuseWaitMs).trusted;
 
   const nowMs = clock.nowMs();
   const counts = countPool(leases, nowMs, config.releaseDelayMs);
@@ -135,7 +140,7 @@ export async function manageNodePool(deps: PoolDeps, instanceArn: string): Promi
   let pendingRelease = [...resumed.pending];
   if (excess > 0) {
     const groups = planRelease(leases, excess, nowMs, config.releaseDelayMs);
-    const result = await releaseGroups(deps, instanceArn, groups);
+    const result = await releaseGroups(deps, node, groups);
     released = result.released;
     pendingRelease = [...pendingRelease, ...result.pending];
   }

@@ -1,8 +1,10 @@
 import type { Lease } from '../domain/lease.js';
+import type { NodeRecord } from '../domain/node.js';
 import { isEc2Error } from '../ec2/errors.js';
 import type { Ec2Eni } from '../ec2/port.js';
 import { errorMessage, LeaseConflictError, LeaseNotFoundError, VpcLeaseError } from '../errors.js';
 import { DEFAULT_RESUME_RELEASING_AFTER_MS, type PoolDeps } from './deps.js';
+import { ec2Refutes, recordFor, reportRejected } from './lease-trust.js';
 import { editNodeEnis, withoutAddresses } from './node-record.js';
 import type { ReleaseGroup } from './release-plan.js';
 
@@ -49,17 +51,26 @@ function merge(into: ReleaseResult, from: ReleaseResult): void {
  */
 export async function releaseGroups(
   deps: PoolDeps,
-  instanceArn: string,
+  node: NodeRecord,
   groups: readonly ReleaseGroup[],
 ): Promise<ReleaseResult> {
   const result = emptyResult();
-  for (const group of groups) merge(result, await releaseGroup(deps, instanceArn, group));
+  for (const group of groups) merge(result, await releaseGroup(deps, node, group));
   return result;
 }
 
-async function releaseGroup(deps: PoolDeps, instanceArn: string, group: ReleaseGroup): Promise<ReleaseResult> {
+async function releaseGroup(deps: PoolDeps, node: NodeRecord, group: ReleaseGroup): Promise<ReleaseResult> {
   const { store, config, clock, logger } = deps;
+  const { instanceArn } = node;
   const result = emptyResult();
+  // Invariant 8: EC2 must confirm the ENI is this instance's and holds the addresses before anything is marked.
+  const target = group.prefix !== undefined ? { prefixes: [group.prefix] } : { ips: group.ips };
+  const refuted = ec2Refutes(await describeEni(deps, group.eniId), node.instanceId, config.clusterName, target);
+  if (refuted) {
+    reportRejected(deps, instanceArn, [refuted]);
+    result.kept.push(...group.ips);
+    return result;
+  }
   const nowMs = clock.nowMs();
   const marked: string[] = [];
   for (const ip of group.ips) {
@@ -185,9 +196,10 @@ async function revert(
  */
 export async function resumeReleasing(
   deps: PoolDeps,
-  instanceArn: string,
+  node: NodeRecord,
   leases: readonly Lease[],
 ): Promise<ReleaseResult> {
+  const { instanceArn } = node;
   const result = emptyResult();
   const nowMs = deps.clock.nowMs();
   const staleBeforeMs = nowMs - (deps.resumeReleasingAfterMs ?? DEFAULT_RESUME_RELEASING_AFTER_MS);
@@ -196,16 +208,21 @@ export async function resumeReleasing(
   const eniIds = [...new Set(stale.map((l) => l.eniId))];
   const enis = new Map<string, Ec2Eni>();
   for (const eniId of eniIds) {
-    try {
-      const [eni] = await deps.ec2.describeNetworkInterfaces({ eniIds: [eniId] });
-      if (eni) enis.set(eniId, eni);
-    } catch (err) {
-      // A deleted ENI answers NotFound: every address on it is gone.
-      if (!(isEc2Error(err) && /NotFound/.test(err.code))) throw err;
-    }
+    const eni = await describeEni(deps, eniId);
+    if (eni) enis.set(eniId, eni);
   }
   deps.logger.info('resuming interrupted releases', { instanceArn, ips: stale.map((l) => l.ip) });
 
+  const reject = (lease: Lease, what: string): void => {
+    reportRejected(deps, instanceArn, [
+      {
+        ip: lease.ip,
+        reason: 'not-recorded',
+        detail: `${what} is on ${lease.eniId} in EC2 but not recorded for ${node.instanceId}`,
+      },
+    ]);
+    result.kept.push(lease.ip);
+  };
   const byGroup = new Map<string, Lease[]>();
   for (const lease of stale) {
     const key = `${lease.eniId}|${lease.prefix ?? ''}`;
@@ -215,6 +232,16 @@ export async function resumeReleasing(
     const first = members[0]!;
     const eni = enis.get(first.eniId);
     const ips = members.map((l) => l.ip);
+    // A gone ENI took its addresses along. One that is there must be this instance's and tagged for the
+    // cluster, and what is unassigned must be recorded on the node item (invariant 8) — else nothing is done,
+    // not even the delete: the lease stays RELEASING (unclaimable) and is counted every pass until someone looks.
+    const refuted = eni ? ec2Refutes(eni, node.instanceId, deps.config.clusterName, {}) : undefined;
+    if (refuted) {
+      reportRejected(deps, instanceArn, [{ ...refuted, ip: first.ip }]);
+      result.kept.push(...ips);
+      continue;
+    }
+    const recorded = (l: Lease): boolean => recordFor(node, l) !== undefined;
     if (first.prefix !== undefined) {
       const prefix = first.prefix;
       if (eni?.prefixes.includes(prefix)) {
@@ -223,16 +250,36 @@ export async function resumeReleasing(
           await revert(deps, instanceArn, ips, result);
           continue;
         }
+        if (!members.every(recorded)) {
+          reject(first, prefix);
+          continue;
+        }
         await unassignOrThrow(deps, first.eniId, { prefixes: [prefix] });
       }
       merge(result, await finishReleased(deps, instanceArn, first.eniId, ips, prefix));
     } else {
-      const assigned = ips.filter((ip) => eni?.secondaryIps.includes(ip));
-      if (assigned.length > 0) await unassignOrThrow(deps, first.eniId, { ips: assigned });
-      merge(result, await finishReleased(deps, instanceArn, first.eniId, ips, undefined));
+      const assigned = members.filter((l) => eni?.secondaryIps.includes(l.ip));
+      const refused = assigned.filter((l) => !recorded(l));
+      for (const l of refused) reject(l, l.ip);
+      const refusedIps = new Set(refused.map((l) => l.ip));
+      const toUnassign = assigned.filter((l) => !refusedIps.has(l.ip)).map((l) => l.ip);
+      if (toUnassign.length > 0) await unassignOrThrow(deps, first.eniId, { ips: toUnassign });
+      const done = ips.filter((ip) => !refusedIps.has(ip));
+      merge(result, await finishReleased(deps, instanceArn, first.eniId, done, undefined));
     }
   }
   return result;
+}
+
+/** The ENI as EC2 sees it now; undefined when EC2 answers NotFound (a deleted ENI took its addresses along). */
+async function describeEni(deps: PoolDeps, eniId: string): Promise<Ec2Eni | undefined> {
+  try {
+    const [eni] = await deps.ec2.describeNetworkInterfaces({ eniIds: [eniId] });
+    return eni;
+  } catch (err) {
+    if (!(isEc2Error(err) && /NotFound/.test(err.code))) throw err;
+    return undefined;
+  }
 }
 
 async function unassignOrThrow(

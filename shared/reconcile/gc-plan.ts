@@ -109,27 +109,51 @@ export interface GoneNodesInput {
   readonly nowMs: number;
   /** A node item younger than this is kept even if EC2 does not know its instance yet (eventual consistency). */
   readonly minAgeMs: number;
+  /** A gone-mark must be at least this old before the partition goes: the second look is a separate pass. */
+  readonly minMarkAgeMs: number;
   /** GONE items older than this (since their last update) are pruned. Default GONE_RETENTION_MS. */
   readonly goneRetentionMs?: number;
   readonly nodes: readonly NodeRecord[];
   readonly instanceStates: ReadonlyMap<string, string>;
 }
 
+export interface GoneNodeDecision {
+  readonly node: NodeRecord;
+  /** mark: first seen gone; remove: delete the partition; unmark: the instance is back. */
+  readonly action: 'mark' | 'remove' | 'unmark';
+}
+
 /**
- * Node partitions to remove:
- * - GONE items past their retention (whatever EC2 says: a GONE tombstone only has to outlive late launch events);
+ * What to do with node partitions whose instance may be gone, in two passes like the ENI GC (DESIGN.md
+ * invariant 6: never on one DescribeInstances snapshot, which may lag):
+ * - GONE items past their retention are removed (the terminate already drained them; a GONE tombstone only has
+ *   to outlive late launch events);
  * - any other item whose instance is terminated or unknown to EC2, that is not brand new, and on which no
- *   terminate is in progress (the lifecycle Lambda finishes what it started: DRAINING → GONE).
+ *   terminate is in progress (the lifecycle Lambda finishes what it started: DRAINING → GONE) is marked on the
+ *   first pass and removed by a pass at least `minMarkAgeMs` later that still sees it gone;
+ * - a marked item whose instance EC2 shows live again is unmarked.
  */
-export function decideGoneNodes(input: GoneNodesInput): NodeRecord[] {
+export function decideGoneNodes(input: GoneNodesInput): GoneNodeDecision[] {
   const retentionMs = input.goneRetentionMs ?? GONE_RETENTION_MS;
-  return input.nodes.filter((n) =>
-    n.phase === 'GONE'
-      ? input.nowMs - n.updatedAtMs >= retentionMs
-      : !isInstanceLive(input.instanceStates.get(n.instanceId)) &&
-        input.nowMs - n.createdAtMs >= input.minAgeMs &&
-        !(n.phase === 'DRAINING' && input.nowMs - n.updatedAtMs < input.minAgeMs),
-  );
+  const out: GoneNodeDecision[] = [];
+  for (const node of input.nodes) {
+    if (node.phase === 'GONE') {
+      if (input.nowMs - node.updatedAtMs >= retentionMs) out.push({ node, action: 'remove' });
+      continue;
+    }
+    const gone =
+      !isInstanceLive(input.instanceStates.get(node.instanceId)) &&
+      input.nowMs - node.createdAtMs >= input.minAgeMs &&
+      !(node.phase === 'DRAINING' && input.nowMs - node.updatedAtMs < input.minAgeMs);
+    if (!gone) {
+      if (node.goneSeenAtMs !== undefined) out.push({ node, action: 'unmark' });
+    } else if (node.goneSeenAtMs === undefined) {
+      out.push({ node, action: 'mark' });
+    } else if (input.nowMs - node.goneSeenAtMs >= input.minMarkAgeMs) {
+      out.push({ node, action: 'remove' });
+    }
+  }
+  return out;
 }
 
 export interface StrayLeasesInput {

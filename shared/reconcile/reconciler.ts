@@ -45,6 +45,8 @@ export interface ReconcileReport {
   /** ENIs that could not be deleted this pass (attached meanwhile, throttled…): retried next pass. */
   readonly deleteFailed: readonly string[];
   readonly partitionsRemoved: readonly string[];
+  /** Node items first seen gone this pass: removed by a later pass that agrees (two observations). */
+  readonly partitionsMarkedGone: readonly string[];
   /** Partitions whose leases no node item stands for; `action: 'remove'` ones were cleared this pass. */
   readonly strayLeases: readonly StrayPartition[];
   readonly drift: readonly DriftItem[];
@@ -111,27 +113,48 @@ export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> 
     }
   }
 
-  // Partitions of instances that no longer exist, and GONE items past their retention.
+  // Partitions of instances that no longer exist (seen gone on two passes), and GONE items past retention.
   const partitionsRemoved: string[] = [];
-  const goneNodes = decideGoneNodes({
+  const goneMarked: string[] = [];
+  const goneDecisions = decideGoneNodes({
     nowMs,
     minAgeMs: config.eniMinAgeForGcMs,
+    minMarkAgeMs: deps.minMarkAgeMs ?? DEFAULT_MIN_MARK_AGE_MS,
     ...(deps.goneRetentionMs !== undefined ? { goneRetentionMs: deps.goneRetentionMs } : {}),
     nodes,
     instanceStates,
   });
-  for (const node of goneNodes) {
+  for (const { node, action } of goneDecisions) {
+    const instanceState = instanceStates.get(node.instanceId) ?? 'unknown to EC2';
     try {
-      const items = await store.deleteNodePartition(node.instanceArn);
-      partitionsRemoved.push(node.instanceArn);
-      logger.info('removed the partition of a gone instance', {
-        instanceArn: node.instanceArn,
-        phase: node.phase,
-        instanceState: instanceStates.get(node.instanceId) ?? 'unknown to EC2',
-        items,
-      });
+      if (action === 'remove') {
+        const items = await store.deleteNodePartition(node.instanceArn);
+        partitionsRemoved.push(node.instanceArn);
+        logger.info('removed the partition of a gone instance', {
+          instanceArn: node.instanceArn,
+          phase: node.phase,
+          instanceState,
+          goneSeenAtMs: node.goneSeenAtMs,
+          items,
+        });
+      } else {
+        // Conditional on the version read: a node item changed since (a late launch step) is judged next pass.
+        const { goneSeenAtMs: _, ...rest } = node;
+        await store.updateNode(
+          { ...rest, ...(action === 'mark' ? { goneSeenAtMs: nowMs } : {}), updatedAtMs: node.updatedAtMs },
+          node.version,
+        );
+        if (action === 'mark') goneMarked.push(node.instanceArn);
+        logger.info(
+          action === 'mark' ? 'instance seen gone; its partition goes if a later pass agrees' : 'instance is back',
+          {
+            instanceArn: node.instanceArn,
+            instanceState,
+          },
+        );
+      }
     } catch (err) {
-      logger.warn('failed to remove the partition of a gone instance; next pass retries', {
+      logger.warn(`failed to ${action} the partition of a gone instance; next pass retries`, {
         instanceArn: node.instanceArn,
         err,
       });
@@ -188,6 +211,7 @@ export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> 
     deleted,
     deleteFailed,
     partitionsRemoved,
+    partitionsMarkedGone: goneMarked,
     strayLeases,
     drift,
   };

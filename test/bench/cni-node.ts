@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { buildSea } from '../../infra/build.js';
 import { NodeFixture, type PluginRun } from '../node/support/node-fixture.js';
 import { execPlugin } from './exec.js';
 import { type RequestCounter, startRequestCounter } from './request-counter.js';
@@ -24,16 +25,22 @@ export class CniBenchNode {
     readonly fixture: NodeFixture,
     readonly dynamoCounter: RequestCounter,
     readonly ec2Trap: RequestCounter,
+    /** What a node runs: the single executable (`npm run build`'s dist/vpc-lease-cni), natives beside it. */
+    readonly binary: string,
+    private readonly binDir: string,
   ) {}
 
   static async start(): Promise<CniBenchNode> {
     const fixture = await NodeFixture.start();
+    const binDir = mkdtempSync(join(tmpdir(), 'vpc-lease-bench-sea-'));
     try {
+      const binary = await buildSea(binDir, { reuse: true });
       const dynamoCounter = await startRequestCounter(fixture.dynalite.endpoint);
       const ec2Trap = await startRequestCounter();
-      return new CniBenchNode(fixture, dynamoCounter, ec2Trap);
+      return new CniBenchNode(fixture, dynamoCounter, ec2Trap, binary, binDir);
     } catch (err) {
       await fixture.close();
+      rmSync(binDir, { recursive: true, force: true });
       throw err;
     }
   }
@@ -52,7 +59,11 @@ export class CniBenchNode {
    * one ever crept into the binary, would look for its endpoint.
    */
   run(command: string, options: Attachment, netconf: Record<string, unknown>): Promise<PluginRun> {
-    const env: Record<string, string> = {
+    return execPlugin(this.binary, [], this.env(command, options), JSON.stringify(netconf));
+  }
+
+  env(command: string, options: Attachment): Record<string, string> {
+    return {
       ...this.fixture.baseEnv(),
       AWS_ENDPOINT_URL_EC2: this.ec2Trap.endpoint,
       AWS_ENDPOINT_URL: this.ec2Trap.endpoint,
@@ -62,7 +73,6 @@ export class CniBenchNode {
       CNI_PATH: '/usr/lib/cni',
       ...(options.netns !== undefined ? { CNI_NETNS: options.netns } : {}),
     };
-    return execPlugin(this.fixture.cni, [], env, JSON.stringify(netconf));
   }
 
   goNetconf(extra: Record<string, unknown> = {}): Record<string, unknown> {
@@ -83,7 +93,11 @@ export class CniBenchNode {
     options: { containerId: string; netns?: string; ifName: string },
     netconf: Record<string, unknown>,
   ): Promise<PluginRun> {
-    const env: Record<string, string> = {
+    return execPlugin('/usr/lib/cni/macvlan', [], this.goEnv(command, options), JSON.stringify(netconf));
+  }
+
+  goEnv(command: string, options: { containerId: string; netns?: string; ifName: string }): Record<string, string> {
+    return {
       PATH: process.env['PATH'] ?? '/usr/bin:/bin',
       CNI_COMMAND: command,
       CNI_CONTAINERID: options.containerId,
@@ -91,7 +105,6 @@ export class CniBenchNode {
       CNI_PATH: '/usr/lib/cni',
       ...(options.netns ? { CNI_NETNS: options.netns } : {}),
     };
-    return execPlugin('/usr/lib/cni/macvlan', [], env, JSON.stringify(netconf));
   }
 
   async close(): Promise<void> {
@@ -99,6 +112,7 @@ export class CniBenchNode {
     await this.ec2Trap.close();
     await this.fixture.close();
     rmSync(this.hostLocalDir, { recursive: true, force: true });
+    rmSync(this.binDir, { recursive: true, force: true });
   }
 }
 

@@ -1,6 +1,11 @@
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { SEA_NATIVE_FILES } from '../../node/launcher/layout.js';
 import type { PluginRun } from '../node/support/node-fixture.js';
 import { missing } from '../support/capabilities.js';
 import { CniBenchNode, expectOk } from './cni-node.js';
+import { childrenCpuMs } from './cpu.js';
 import { execPlugin } from './exec.js';
 import { phaseMediansMs } from './plugin-log.js';
 import { elapsedMs, ratio, round, seededRandom, shuffle, summarize } from './stats.js';
@@ -14,6 +19,21 @@ export interface CniBenchOptions {
 }
 
 type Subject = 'bareNode' | 'version' | 'add' | 'check' | 'del' | 'goVersion' | 'goAdd' | 'goCheck' | 'goDel';
+
+/** Peak resident set of one run, in KiB, from GNU time's wait4 rusage (undefined without /usr/bin/time). */
+async function peakRssKib(file: string, env: Record<string, string>, stdin: string): Promise<number | undefined> {
+  const dir = mkdtempSync(join(tmpdir(), 'vpc-lease-rss-'));
+  try {
+    const out = join(dir, 'rss');
+    const run = await execPlugin('/usr/bin/time', ['-f', '%M', '-o', out, file], env, stdin);
+    if (run.code !== 0) return undefined;
+    return Number(readFileSync(out, 'utf8').trim().split('\n').at(-1));
+  } catch {
+    return undefined;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 async function timed(what: string, run: () => Promise<PluginRun>): Promise<{ ms: number; run: PluginRun }> {
   const start = process.hrtime.bigint();
@@ -35,7 +55,8 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
   if (skip) return { skipped: skip };
   const node = await CniBenchNode.start();
   try {
-    await node.fixture.seed(16);
+    // Addresses high in the fixture subnet: other suites on this host seed from .10 and route them in its table.
+    await node.fixture.seed(16, 160);
     const netns = node.fixture.addNetns();
     const env = { PATH: process.env['PATH'] ?? '/usr/bin:/bin' };
     const ours = node.netconf(false);
@@ -94,6 +115,74 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
     const addPhasesMs = phaseMediansMs(node.fixture.logFile, 'added');
     const delPhasesMs = phaseMediansMs(node.fixture.logFile, 'deleted');
 
+    // Size on disk and peak RSS (max of 3 runs each), ours beside the Go reference plugins.
+    const rss = async (runOnce: () => Promise<number | undefined>): Promise<number | undefined> => {
+      const seen: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        const kib = await runOnce();
+        if (kib !== undefined) seen.push(kib);
+      }
+      return seen.length ? Math.max(...seen) : undefined;
+    };
+    const memConf = JSON.stringify(ours);
+    const goConf = JSON.stringify(node.goNetconf());
+    let memRound = 0;
+    const memory = {
+      ourBytes: statSync(node.binary).size,
+      ourNativeBytes: SEA_NATIVE_FILES.reduce((n, f) => n + statSync(join(dirname(node.binary), f)).size, 0),
+      goMacvlanBytes: statSync('/usr/lib/cni/macvlan').size,
+      goHostLocalBytes: statSync('/usr/lib/cni/host-local').size,
+      peakRssKib: {
+        version: await rss(() => peakRssKib(node.binary, node.env('VERSION', {}), '{"cniVersion":"1.0.0"}')),
+        add: await rss(async () => {
+          const containerId = `mem${memRound++}`;
+          const kib = await peakRssKib(node.binary, node.env('ADD', { netns, containerId }), memConf);
+          expectOk('mem DEL', await node.run('DEL', { netns, containerId }, ours));
+          return kib;
+        }),
+        del: await rss(async () => {
+          const containerId = `mem${memRound++}`;
+          expectOk('mem ADD', await node.run('ADD', { netns, containerId }, ours));
+          return peakRssKib(node.binary, node.env('DEL', { netns, containerId }), memConf);
+        }),
+        bareNode: await rss(() => peakRssKib(process.execPath, { PATH: env.PATH }, '')),
+        goMacvlanAdd: await rss(async () => {
+          const ids = { containerId: `gomem${memRound++}`, netns, ifName: 'eth1' };
+          const kib = await peakRssKib('/usr/lib/cni/macvlan', node.goEnv('ADD', ids), goConf);
+          expectOk('go mem DEL', await node.runGo('DEL', ids, node.goNetconf()));
+          return kib;
+        }),
+        goMacvlanDel: await rss(async () => {
+          const ids = { containerId: `gomem${memRound++}`, netns, ifName: 'eth1' };
+          expectOk('go mem ADD', await node.runGo('ADD', ids, node.goNetconf()));
+          return peakRssKib('/usr/lib/cni/macvlan', node.goEnv('DEL', ids), goConf);
+        }),
+      },
+    };
+
+    // CPU per pod (ADD + DEL), from the reaped children's rusage, beside two bare `node -e ''` (the floor of
+    // any pod served by two Node processes) and the Go chain's ADD + DEL.
+    const cpuPods = 10;
+    const cpuOf = async (run: (i: number) => Promise<void>): Promise<number> => {
+      const before = childrenCpuMs();
+      for (let i = 0; i < cpuPods; i++) await run(i);
+      return round((childrenCpuMs() - before) / cpuPods);
+    };
+    const cpuMsPerPod = {
+      ours: await cpuOf(async (i) => {
+        expectOk('cpu ADD', await node.run('ADD', { netns, containerId: `cpu${i}` }, ours));
+        expectOk('cpu DEL', await node.run('DEL', { netns, containerId: `cpu${i}` }, ours));
+      }),
+      twoBareNodes: await cpuOf(async () => {
+        for (let k = 0; k < 2; k++) expectOk('node -e', await execPlugin(process.execPath, ['-e', ''], env, ''));
+      }),
+      goChain: await cpuOf(async (i) => {
+        const ids = { containerId: `gocpu${i}`, netns, ifName: 'eth1' };
+        expectOk('go cpu ADD', await node.runGo('ADD', ids, node.goNetconf()));
+        expectOk('go cpu DEL', await node.runGo('DEL', ids, node.goNetconf()));
+      }),
+    };
+
     // Counted pass: every request the plugin sends to DynamoDB, IMDS and (never) EC2, per command.
     const counted = node.netconf(true);
     const perCommand = { ADD: 0, CHECK: 0, DEL: 0 };
@@ -148,6 +237,9 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
       addP50OverBareNodeMs: round(add.p50Ms - bare.p50Ms),
       addPhasesSinceProcessStartMs: addPhasesMs,
       delPhasesSinceProcessStartMs: delPhasesMs,
+      binary: 'single executable (V8 startup snapshot)',
+      memory,
+      cpuMsPerPod,
       countedPods: pods,
       dynamoRequestsPerAdd,
       dynamoRequestsPerCheck: per(perCommand.CHECK),
@@ -161,6 +253,7 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
         atMost2DynamoRequestsPerAdd: dynamoRequestsPerAdd <= 2,
         atMost1DynamoRequestPerDel: dynamoRequestsPerDel <= 1,
         noEc2CallsPerPod: ec2RequestsPerPod === 0,
+        cpuAtMost50MsPerPod: cpuMsPerPod.ours <= 50,
       },
     };
   } finally {

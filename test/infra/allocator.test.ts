@@ -50,21 +50,34 @@ describe('Construct: VpcLeaseAllocator', () => {
       template.hasResourceProperties('AWS::DynamoDB::Table', {
         KeySchema: shape.KeySchema,
         AttributeDefinitions: Match.arrayWith(shape.AttributeDefinitions ?? []),
-        GlobalSecondaryIndexes: [
+        LocalSecondaryIndexes: [
           Match.objectLike({
             IndexName: CLAIMABLE_INDEX.name,
             KeySchema: [
-              { AttributeName: CLAIMABLE_INDEX.partitionKey, KeyType: 'HASH' },
+              { AttributeName: TABLE_KEYS.partitionKey, KeyType: 'HASH' },
               { AttributeName: CLAIMABLE_INDEX.sortKey, KeyType: 'RANGE' },
             ],
             Projection: { ProjectionType: 'ALL' },
           }),
         ],
+        GlobalSecondaryIndexes: Match.absent(),
         StreamSpecification: { StreamViewType: 'NEW_AND_OLD_IMAGES' },
       });
       const defs = template.findResources('AWS::DynamoDB::Table')[tableId]?.Properties.AttributeDefinitions;
-      expect(defs).toHaveLength(4);
+      expect(defs).toHaveLength(3);
       expect(TABLE_KEYS.partitionKey).toBe(shape.KeySchema?.[0]?.AttributeName);
+    });
+
+    it('is a new resource for schema generation 2, so CloudFormation creates it instead of updating in place', () => {
+      // An index kind cannot change in place: a new logical id and, when named, a new physical name.
+      expect(tableId).toMatch(/^AllocatorLeasesV2[0-9A-F]{8}$/);
+      const named = synthAllocator({ tableName: 'prod-1-leases' }).template;
+      named.hasResourceProperties('AWS::DynamoDB::Table', { TableName: 'prod-1-leases-v2' });
+      expect(onlyLogicalId(named, 'AWS::DynamoDB::Table')).toBe(tableId);
+      // Negative control: generation 1 had the global index under the id without a version.
+      expect(
+        Object.keys(template.findResources('AWS::DynamoDB::Table')).some((id) => /Leases[0-9A-F]{8}$/.test(id)),
+      ).toBe(false);
     });
 
     it('is on-demand, encrypted with KMS, point-in-time recoverable and retained by default', () => {
@@ -280,9 +293,14 @@ describe('Construct: VpcLeaseAllocator', () => {
       expect(expressions).toContain(
         `SELECT SUM(Ec2Errors) FROM "${METRIC_NAMESPACE}" WHERE ${CLUSTER_DIMENSION} = 'prod-1' AND Kind = 'account'`,
       );
+      // Invariant 8: a lease a node wrote and the control plane refused pages someone.
+      expect(METRIC_NAMES.untrustedLeasesRejected).toBe(EMITTED.untrustedLeaseRejected);
+      expect(expressions).toContain(
+        `SELECT SUM(UntrustedLeaseRejected) FROM "${METRIC_NAMESPACE}" WHERE ${CLUSTER_DIMENSION} = 'prod-1'`,
+      );
       for (const expression of expressions) expect(expression).toMatch(/WHERE ClusterName = 'prod-1'/);
-      // DLQ + three custom + account errors + one errors alarm per function.
-      template.resourceCountIs('AWS::CloudWatch::Alarm', 8);
+      // DLQ + four custom + account errors + one errors alarm per function.
+      template.resourceCountIs('AWS::CloudWatch::Alarm', 9);
     });
 
     it('builds one dashboard showing the alarms and the custom metrics', () => {

@@ -36,7 +36,12 @@ describe('Stack: VpcLeaseTrialStack', () => {
   it('attaches the node policy to the nodes’ role and requires IMDSv2', () => {
     template.hasResourceProperties('AWS::IAM::ManagedPolicy', {
       Roles: [{ Ref: Match.stringLikeRegexp('^NodeRole') }],
-      PolicyDocument: { Statement: [Match.objectLike({ Sid: 'OwnPartitionOnly' })] },
+      PolicyDocument: {
+        Statement: [
+          Match.objectLike({ Sid: 'ReadOwnPartition' }),
+          Match.objectLike({ Sid: 'ClaimAndReleaseOwnLeases' }),
+        ],
+      },
     });
     template.hasResourceProperties('AWS::EC2::LaunchTemplate', {
       LaunchTemplateData: Match.objectLike({ MetadataOptions: Match.objectLike({ HttpTokens: 'required' }) }),
@@ -51,9 +56,10 @@ describe('Stack: VpcLeaseStack', () => {
     template.hasParameter('VpcId', { Type: 'AWS::EC2::VPC::Id' });
     template.hasResourceProperties('AWS::IAM::ManagedPolicy', {
       PolicyDocument: {
-        Statement: [
+        // Both statements, the read and the claim/release one, only from the cluster's VPC.
+        Statement: [0, 1].map(() =>
           Match.objectLike({ Condition: Match.objectLike({ StringEquals: { 'aws:SourceVpc': { Ref: 'VpcId' } } }) }),
-        ],
+        ),
       },
     });
     for (const name of ['TableName', 'NodePolicyArn', 'QueueUrl', 'DeadLetterQueueUrl', 'DashboardName'])

@@ -1,12 +1,14 @@
+import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { DynamoServiceError } from '../../shared/dynamo/errors.js';
 import { LightDynamoClient } from '../../shared/dynamo/light-client.js';
 import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { NoFreeLeaseError, StoreUnavailableError } from '../../shared/errors.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
+import { CLAIMABLE_INDEX } from '../../shared/lease-store/table.js';
 import { CountingApi } from './counting-api.js';
 import { useDynalite } from './dynalite-env.js';
-import { holder, newInstanceArn, newLeases } from './fixtures.js';
+import { holder, newInstanceArn, newLeases, nodeRecord } from './fixtures.js';
 
 const env = useDynalite();
 const NOW_MS = 1_767_225_600_000;
@@ -163,6 +165,73 @@ describe('Class: DynamoLeaseStore', () => {
       api.overrides.batchWriteItem = async (input) => ({ UnprocessedItems: input.RequestItems });
       await expect(store.deleteNodePartition(arn)).rejects.toBeInstanceOf(StoreUnavailableError);
       expect(await store.listLeases(arn)).toHaveLength(3);
+    });
+  });
+
+  describe('partition confinement (issue 14: claim-index poisoning)', () => {
+    it('declares the claimable index as local to the partition, with no global index (dynalite honours it)', async () => {
+      const { Table } = await env.sdkClient().send(new DescribeTableCommand({ TableName: tableName }));
+      expect(Table?.GlobalSecondaryIndexes ?? []).toEqual([]);
+      expect(Table?.LocalSecondaryIndexes?.map((i) => [i.IndexName, i.KeySchema, i.Projection])).toEqual([
+        [
+          CLAIMABLE_INDEX.name,
+          [
+            { AttributeName: 'pk', KeyType: 'HASH' },
+            { AttributeName: 'cAt', KeyType: 'RANGE' },
+          ],
+          { ProjectionType: 'ALL' },
+        ],
+      ]);
+    });
+
+    it('never shows a victim the claimable items another node writes into its own partition', async () => {
+      const victim = arn;
+      const attacker = newInstanceArn();
+      await store.putLeases(newLeases(victim, 2), NOW_MS);
+      // The reproduced attack: 150 claimable-looking items, reusable since the epoch, naming the victim in the
+      // old index key (cPk) and in every other attribute a node could write.
+      for (let i = 0; i < 150; i++) {
+        await api.updateItem({
+          TableName: tableName,
+          Key: { pk: { S: attacker }, sk: { S: `ip#10.9.${Math.floor(i / 200)}.${i % 200}` } },
+          UpdateExpression: 'SET st = :free, v = :one, cAt = :zero, cPk = :victim',
+          ExpressionAttributeValues: {
+            ':free': { S: 'FREE' },
+            ':one': { N: '1' },
+            ':zero': { N: '0' },
+            ':victim': { S: victim },
+          },
+        });
+      }
+      const page = await api.query({
+        TableName: tableName,
+        IndexName: CLAIMABLE_INDEX.name,
+        KeyConditionExpression: 'pk = :arn AND cAt <= :now',
+        ExpressionAttributeValues: { ':arn': { S: victim }, ':now': { N: String(NOW_MS) } },
+      });
+      expect(page.Items?.map((item) => item['pk']?.S)).toEqual([victim, victim]);
+      expect(await store.countClaimable(victim, NOW_MS)).toBe(2);
+      // Negative control: the attacker's items are in the index — under the attacker's own partition.
+      expect(await store.countClaimable(attacker, NOW_MS)).toBe(150);
+      api.reset();
+      const lease = await store.claim(victim, holder(1), NOW_MS, { checkExisting: false });
+      expect(lease.instanceArn).toBe(victim);
+      expect(api.calls).toEqual(['Query:claimable', 'UpdateItem']);
+    });
+
+    it('neither claims nor counts a node item that carries the index key', async () => {
+      await store.createNode(nodeRecord(arn));
+      await api.updateItem({
+        TableName: tableName,
+        Key: { pk: { S: arn }, sk: { S: 'node' } },
+        UpdateExpression: 'SET cAt = :zero, st = :free, v = :one',
+        ExpressionAttributeValues: { ':zero': { N: '0' }, ':free': { S: 'FREE' }, ':one': { N: '1' } },
+      });
+      expect(await store.countClaimable(arn, NOW_MS)).toBe(0);
+      await expect(store.claim(arn, holder(1), NOW_MS, { checkExisting: false })).rejects.toBeInstanceOf(
+        NoFreeLeaseError,
+      );
+      expect((await store.getNode(arn))?.version).toBe(nodeRecord(arn).version);
     });
   });
 

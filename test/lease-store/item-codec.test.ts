@@ -2,14 +2,22 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { NodeRecord } from '../../shared/domain/node.js';
 import { fromAttr, toAttr } from '../../shared/lease-store/attribute-value.js';
-import { decodeLease, decodeNode, encodeNewLease, encodeNode } from '../../shared/lease-store/item-codec.js';
+import {
+  decodeLease,
+  decodeNode,
+  encodeNewLease,
+  encodeNode,
+  NODE_WRITABLE_ATTRS,
+} from '../../shared/lease-store/item-codec.js';
 import { newInstanceArn, newLeases, nodeRecord } from './fixtures.js';
 
 describe('item codec', () => {
   it('round-trips a new lease and keeps the claimable-index key on it', () => {
     const [lease] = newLeases(newInstanceArn(), 1, { prefix: '10.0.1.0/28' });
     const item = encodeNewLease(lease!, 42);
-    expect(item['cPk']).toEqual({ S: lease!.instanceArn });
+    // The local index is keyed on the partition key itself: no second, node-writable partition attribute.
+    expect(item['cPk']).toBeUndefined();
+    expect(item['pk']).toEqual({ S: lease!.instanceArn });
     expect(item['cAt']).toEqual({ N: '42' });
     expect(decodeLease(item)).toEqual({ ...lease, state: 'FREE', createdAtMs: 42, reusableAtMs: 42, version: 1 });
   });
@@ -40,6 +48,32 @@ describe('item codec', () => {
             enis: [{ ...base.enis[0]!, addresses, eniId: 'eni-0123456789abcdef0', step: 'LEASED' }],
           };
           expect(decodeNode(encodeNode(node, version))).toEqual(node);
+        },
+      ),
+    );
+  });
+
+  it('reads nothing from the node item that a node may write (no IAM condition sees the sort key)', () => {
+    const node = nodeRecord(newInstanceArn());
+    const item = encodeNode(node, 7);
+    const writable = NODE_WRITABLE_ATTRS.filter((a) => a !== 'pk' && a !== 'sk');
+    // Negative control: the node item does carry attributes, and decodeNode does read them.
+    expect(decodeNode({ ...item, iid: { S: 'i-0fffffffffffffff0' } }).instanceId).toBe('i-0fffffffffffffff0');
+    fc.assert(
+      fc.property(
+        fc.subarray(writable, { minLength: 1 }),
+        fc.oneof(
+          fc.constant<'remove'>('remove'),
+          fc.nat().map((v) => ({ N: String(v) })),
+          fc.string().map((v) => ({ S: v })),
+        ),
+        (attrs, value) => {
+          const tampered = { ...item };
+          for (const attr of attrs) {
+            if (value === 'remove') delete tampered[attr];
+            else tampered[attr] = value;
+          }
+          expect(decodeNode(tampered)).toEqual(decodeNode(item));
         },
       ),
     );

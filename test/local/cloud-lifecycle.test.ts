@@ -46,8 +46,8 @@ describe('startLocalCloud lifecycle', () => {
       });
       await second.imds.endpointFor(instance.instanceId);
       second.createEventSourceMapping(second.createQueue('idle'), () => {});
-      // dynalite, EC2, Auto Scaling, SQS and one IMDS listener: the probe sees them while they run.
-      expect((activeHandles()['TCPServerWrap'] ?? 0) - (before['TCPServerWrap'] ?? 0)).toBe(5);
+      // dynalite, the IAM endpoint, EC2, Auto Scaling, SQS and one IMDS listener: the probe sees them running.
+      expect((activeHandles()['TCPServerWrap'] ?? 0) - (before['TCPServerWrap'] ?? 0)).toBe(6);
       await second.close();
       await new Promise((r) => setTimeout(r, 50));
       const after = activeHandles();

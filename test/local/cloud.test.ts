@@ -51,7 +51,7 @@ describe('startLocalCloud', () => {
     expect(subnets.Subnets?.map((s) => s.SubnetId).sort()).toEqual([...cloud.network!.subnetIds].sort());
     const table = await client(new DynamoDBClient({})).send(new DescribeTableCommand({ TableName: 'leases' }));
     expect(table.Table?.TableStatus).toBe('ACTIVE');
-    expect(table.Table?.GlobalSecondaryIndexes?.map((i) => i.IndexName)).toEqual([CLAIMABLE_INDEX.name]);
+    expect(table.Table?.LocalSecondaryIndexes?.map((i) => i.IndexName)).toEqual([CLAIMABLE_INDEX.name]);
     const groups = await client(new AutoScalingClient({})).send(new DescribeAutoScalingGroupsCommand({}));
     expect(groups.AutoScalingGroups).toEqual([]);
     cloud.createQueue('probe');

@@ -151,8 +151,12 @@ describe.skipIf(skip)('host veth in a private host netns', () => {
       /default via 10\.79\.0\.5 dev vh-eth0/,
     );
     expect(await inspectPodRouting({ host, pod: p.socket, podNsFd: p.fd }, s)).toEqual([]);
-    // L2 needs no node-wide connmark (the reply is routed by main).
-    expect((await listRules(host)).some((r) => r.priority === HOST_FWMARK_RULE_PRIORITY)).toBe(false);
+    // L2 too gets the node-wide part: service traffic from the veth is masqueraded off the node, the rest dropped.
+    expect((await listRules(host)).some((r) => r.priority === HOST_FWMARK_RULE_PRIORITY)).toBe(true);
+    const nat = execFileSync('iptables', ['-w', '5', '-t', 'nat', '-S', 'VPC-LEASE-SNAT'], { encoding: 'utf8' });
+    expect(nat).toMatch(/! -o vlh\+ -m connmark --mark 0x80\/0x80 -m conntrack --ctstate DNAT -j MASQUERADE/);
+    const forward = execFileSync('iptables', ['-w', '5', '-S', 'VPC-LEASE-FORWARD'], { encoding: 'utf8' });
+    expect(forward).toMatch(/-i vlh\+ -m conntrack ! --ctstate DNAT -j DROP/);
 
     await teardownPodRouting(`/var/run/netns/${p.name}`, s);
     expect(hostLinks()).not.toContain(hostName);
@@ -181,7 +185,7 @@ describe.skipIf(skip)('host veth in a private host netns', () => {
     expect(fwmarkRules).toEqual([expect.objectContaining({ fwmark: 0x80, table: 254 })]);
     const hostMangle = mangleRules();
     expect(hostMangle.filter((r) => r === '-A PREROUTING -j VPC-LEASE-NODEPORT')).toHaveLength(1);
-    expect(hostMangle.filter((r) => r.startsWith('-A VPC-LEASE-NODEPORT'))).toHaveLength(2);
+    expect(hostMangle.filter((r) => r.startsWith('-A VPC-LEASE-NODEPORT'))).toHaveLength(3);
     // The host still reaches an L3 pod through its veth: the pod's `from` rule does not capture host traffic.
     expect(ping(undefined, '10.79.0.20')).toBe(true);
     expect(ping(b.name, HOST_IP)).toBe(true);

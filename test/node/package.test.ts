@@ -1,9 +1,10 @@
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildCni } from '../../infra/build.js';
-import { runProcess } from './support/node-fixture.js';
+import { buildCni, buildSea } from '../../infra/build.js';
+import { missing } from '../support/capabilities.js';
+import { NodeFixture, runProcess } from './support/node-fixture.js';
 
 /** The built artefact as a runtime and the DaemonSet's init container see it: outside the repo, no node_modules. */
 describe('the built vpc-lease-cni', () => {
@@ -74,6 +75,8 @@ describe('the built vpc-lease-cni', () => {
           confDir,
           '--config',
           '{"tableName": "prod-leases", "mtu": 9001}',
+          '--service-cidrs',
+          '10.96.0.0/12',
         ],
         env,
         '',
@@ -89,14 +92,125 @@ describe('the built vpc-lease-cni', () => {
     expect(readdirSync(confDir)).toEqual(['10-vpc-lease.conflist']);
     const conflist = JSON.parse(readFileSync(join(confDir, '10-vpc-lease.conflist'), 'utf8'));
     expect(conflist).toEqual({
-      cniVersion: '1.0.0',
+      cniVersion: '1.1.0',
       name: 'vpc-lease',
       plugins: [
-        { type: 'vpc-lease-cni', tableName: 'prod-leases', mtu: 9001 },
+        { type: 'vpc-lease-cni', tableName: 'prod-leases', mtu: 9001, serviceCidrs: ['10.96.0.0/12'] },
         { type: 'portmap', capabilities: { portMappings: true } },
       ],
     });
     const installed = await runProcess(join(binDir, 'vpc-lease-cni'), [], { ...env, CNI_COMMAND: 'VERSION' }, '{}');
     expect(installed.code).toBe(0);
+  });
+});
+
+/**
+ * Runs `file args` in a private mount namespace in which every Node binary this machine has is masked with
+ * /dev/null and PATH names no directory holding one: a host without Node.js, as on AL2023 or Bottlerocket.
+ * The script is fixed; paths and arguments reach it only as positional parameters.
+ */
+const MASK_AND_EXEC = 'while [ "$1" != -- ]; do mount --bind /dev/null "$1"; shift; done; shift; exec "$@"';
+const NODE_BINARIES = [
+  '/usr/bin/node',
+  '/usr/local/bin/node',
+  resolve('node_modules/.bin/node'),
+  realpathSync(process.execPath),
+].filter((p) => existsSync(p));
+const NO_NODE_PATH = '/usr/sbin:/usr/bin:/sbin:/bin';
+
+function withoutNode(file: string, args: readonly string[], env: Record<string, string>, stdin: string) {
+  return runProcess(
+    'unshare',
+    [
+      '--mount',
+      '--propagation',
+      'private',
+      '--',
+      'sh',
+      '-c',
+      MASK_AND_EXEC,
+      'sh',
+      ...NODE_BINARIES,
+      '--',
+      file,
+      ...args,
+    ],
+    { ...env, PATH: NO_NODE_PATH },
+    stdin,
+  );
+}
+
+const seaSkip = missing('root', 'netns');
+
+/** The single executable as a node runs it: installed by its own installer, on a host with no Node.js. */
+describe.skipIf(seaSkip)('the single executable vpc-lease-cni, on a host without Node.js', () => {
+  let dir: string;
+  let binDir: string;
+  let confDir: string;
+  let fixture: NodeFixture;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'vpc-lease-sea-pkg-'));
+    await buildSea(join(dir, 'build'), { reuse: true });
+    binDir = join(dir, 'opt-cni-bin');
+    confDir = join(dir, 'net.d');
+    fixture = await NodeFixture.start();
+  }, 240_000);
+  afterAll(async () => {
+    await fixture?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('masks every Node binary: node cannot run in that namespace (the control)', async () => {
+    const viaPath = await withoutNode('/usr/bin/env', ['node', '-e', 'process.exit(0)'], {}, '');
+    expect(viaPath.code).not.toBe(0);
+    for (const node of NODE_BINARIES) {
+      const direct = await withoutNode('/usr/bin/env', [node, '-e', 'process.exit(0)'], {}, '');
+      expect(direct.code, node).not.toBe(0);
+    }
+    // The same wrapper runs an ordinary program, so the failures above are Node's absence, not the wrapper's.
+    expect((await withoutNode('/bin/true', [], {}, '')).code).toBe(0);
+  });
+
+  it('installs itself with its natives and a conflist, and answers VERSION, with no Node.js', async () => {
+    const config = JSON.stringify({ tableName: 'prod-leases' });
+    const build = join(dir, 'build', 'vpc-lease-cni');
+    const r = await withoutNode(
+      build,
+      ['install', '--bin-dir', binDir, '--conf-dir', confDir, '--config', config],
+      {},
+      '',
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(readdirSync(binDir).sort()).toEqual(['netlink.node', 'vpc-lease-cni', 'vpc_lease_netns.node']);
+    const conflist = JSON.parse(readFileSync(join(confDir, '10-vpc-lease.conflist'), 'utf8'));
+    expect(conflist.plugins[0]).toEqual({ type: 'vpc-lease-cni', tableName: 'prod-leases' });
+    const version = await withoutNode(join(binDir, 'vpc-lease-cni'), [], { CNI_COMMAND: 'VERSION' }, '{}');
+    expect(version.code, version.stderr).toBe(0);
+    expect(version.json).toMatchObject({ cniVersion: '1.1.0', supportedVersions: expect.arrayContaining(['1.1.0']) });
+    // Nothing of the AWS SDK made it into the executable's snapshot.
+    expect(readFileSync(join(binDir, 'vpc-lease-cni')).includes('@aws-sdk/')).toBe(false);
+  });
+
+  it('ADDs and DELs a pod against the local cloud with no Node.js, loading its natives from beside itself', async () => {
+    const [ip] = await fixture.seed(1);
+    const netns = fixture.addNetns();
+    const env = (command: string): Record<string, string> => ({
+      ...fixture.baseEnv(),
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: 'sea0',
+      CNI_IFNAME: 'eth0',
+      CNI_NETNS: netns,
+      CNI_PATH: binDir,
+    });
+    const netconf = JSON.stringify(fixture.netconf('1.1.0'));
+    const add = await withoutNode(join(binDir, 'vpc-lease-cni'), [], env('ADD'), netconf);
+    expect(add.code, add.stderr + add.stdout).toBe(0);
+    expect(add.json).toMatchObject({ ips: [{ address: `${ip}/24` }] });
+    expect(fixture.podLinks(netns)).toContain('eth0');
+    expect((await fixture.store.getLease(fixture.arn, ip!))?.state).toBe('CLAIMED');
+    const del = await withoutNode(join(binDir, 'vpc-lease-cni'), [], env('DEL'), netconf);
+    expect(del.code, del.stderr + del.stdout).toBe(0);
+    expect(fixture.podLinks(netns)).toEqual([]);
+    expect((await fixture.store.getLease(fixture.arn, ip!))?.state).not.toBe('CLAIMED');
   });
 });

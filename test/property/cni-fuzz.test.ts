@@ -54,6 +54,8 @@ function baseConf(): Record<string, unknown> {
 function baseEnv(command = 'ADD'): Record<string, string> {
   return {
     PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+    // The fake IMDS is on loopback: an IMDS override is honoured only in test mode.
+    VPC_LEASE_TEST_MODE: '1',
     CNI_COMMAND: command,
     CNI_CONTAINERID: 'fuzz0',
     CNI_NETNS: '/var/run/netns/vpc-lease-fuzz-absent',

@@ -135,7 +135,13 @@ describe('decideEniGc', () => {
 });
 
 describe('decideGoneNodes', () => {
-  it('removes nodes of terminated or unknown instances once past the minimum age', () => {
+  const MARK_AGE = 60_000;
+  const decide = (input: Omit<Parameters<typeof decideGoneNodes>[0], 'minMarkAgeMs'>) =>
+    decideGoneNodes({ minMarkAgeMs: MARK_AGE, ...input });
+  const ids = (decisions: ReturnType<typeof decideGoneNodes>, action: string): string[] =>
+    decisions.filter((d) => d.action === action).map((d) => d.node.instanceId);
+
+  it('marks nodes of terminated or unknown instances once past the minimum age, and removes none yet', () => {
     const nodes = [
       node('i-00000000000000001'),
       node('i-00000000000000002'),
@@ -148,8 +154,23 @@ describe('decideGoneNodes', () => {
       ['i-00000000000000002', 'terminated'],
       ['i-00000000000000005', 'terminated'],
     ]);
-    const gone = decideGoneNodes({ nowMs: NOW, minAgeMs: MIN_AGE, nodes, instanceStates: states });
-    expect(gone.map((n) => n.instanceId)).toEqual(['i-00000000000000002', 'i-00000000000000003']);
+    const gone = decide({ nowMs: NOW, minAgeMs: MIN_AGE, nodes, instanceStates: states });
+    expect(ids(gone, 'mark')).toEqual(['i-00000000000000002', 'i-00000000000000003']);
+    expect(ids(gone, 'remove')).toEqual([]);
+  });
+
+  it('removes only when a pass at least the mark age later still sees the instance gone', () => {
+    const nodes = [
+      node('i-00000000000000001', { goneSeenAtMs: NOW - MARK_AGE }),
+      node('i-00000000000000002', { goneSeenAtMs: NOW - MARK_AGE + 1 }),
+      // Briefly missing from one snapshot (eventual consistency): back now, so unmarked and kept.
+      node('i-00000000000000003', { goneSeenAtMs: NOW - 10 * MARK_AGE }),
+    ];
+    const states = new Map([['i-00000000000000003', 'running']]);
+    const decisions = decide({ nowMs: NOW, minAgeMs: MIN_AGE, nodes, instanceStates: states });
+    expect(ids(decisions, 'remove')).toEqual(['i-00000000000000001']);
+    expect(ids(decisions, 'unmark')).toEqual(['i-00000000000000003']);
+    expect(decisions).toHaveLength(2); // the too-recent mark waits
   });
 
   it('keeps GONE items as the audit trail for the retention, counted from the terminate, then prunes them', () => {
@@ -165,9 +186,9 @@ describe('decideGoneNodes', () => {
       ['i-00000000000000001', 'terminated'],
       ['i-00000000000000003', 'running'],
     ]);
-    const gone = decideGoneNodes({ nowMs: NOW, minAgeMs: MIN_AGE, nodes, instanceStates: states });
-    expect(gone.map((n) => n.instanceId)).toEqual(['i-00000000000000002', 'i-00000000000000003']);
-    const shorter = decideGoneNodes({
+    const gone = decide({ nowMs: NOW, minAgeMs: MIN_AGE, nodes, instanceStates: states });
+    expect(ids(gone, 'remove')).toEqual(['i-00000000000000002', 'i-00000000000000003']);
+    const shorter = decide({
       nowMs: NOW,
       minAgeMs: MIN_AGE,
       goneRetentionMs: MIN_AGE,

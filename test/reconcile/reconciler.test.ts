@@ -183,6 +183,12 @@ describe('Reconciler: gone instances', () => {
     env.sim.api.terminateInstance(young.instanceId);
     await new Promise((resolve) => setTimeout(resolve, 20)); // the simulator's shutdown timer (scaled to 0)
 
+    // Two observations a mark age apart (never one DescribeInstances snapshot).
+    const first = await reconcile(deps(env));
+    expect(first.partitionsRemoved).toEqual([]);
+    expect(first.partitionsMarkedGone).toEqual([old.instanceArn]);
+    expect(await env.store.listLeases(old.instanceArn)).toHaveLength(6);
+    env.clock.advance(MARK_AGE_MS);
     const report = await reconcile(deps(env));
 
     expect(report.partitionsRemoved).toEqual([old.instanceArn]);
@@ -190,11 +196,43 @@ describe('Reconciler: gone instances', () => {
     expect(await env.store.listLeases(old.instanceArn)).toEqual([]);
     expect(await env.store.getNode(young.instanceArn)).toBeDefined();
     env.clock.advance(MIN_AGE_MS);
+    expect((await reconcile(deps(env))).partitionsMarkedGone).toEqual([young.instanceArn]);
+    env.clock.advance(MARK_AGE_MS);
     expect((await reconcile(deps(env))).partitionsRemoved).toEqual([young.instanceArn]);
     // An instance EC2 reports running keeps its node, however old.
     expect((await env.store.getNode(running.instanceArn))?.phase).toBe('READY');
     expect(await env.store.listLeases(running.instanceArn)).toHaveLength(6);
     expect(await invariantViolations(env)).toBe('');
+  });
+
+  it('keeps the leases of an instance that is missing from one DescribeInstances snapshot only', async () => {
+    env = await startPoolEnv();
+    const flaky = await readyNode(env);
+    const pod = await claimOne(env, flaky.instanceArn);
+    env.clock.advance(MIN_AGE_MS);
+    // Eventual consistency: one snapshot lacks the (running) instance, the next has it again.
+    let hidden = 1;
+    const lagging: ReconcilerDeps['ec2'] = Object.assign(Object.create(env.ec2), {
+      describeInstanceStates: async (ids: readonly string[]) => {
+        const states = await env!.ec2.describeInstanceStates(ids);
+        if (hidden-- > 0) states.delete(flaky.instanceId);
+        return states;
+      },
+    });
+    const withLag = { ...deps(env), ec2: lagging };
+
+    const first = await reconcile(withLag);
+    env.clock.advance(MARK_AGE_MS);
+    const second = await reconcile(withLag);
+    env.clock.advance(MARK_AGE_MS);
+    const third = await reconcile(withLag);
+
+    expect(first.partitionsMarkedGone).toEqual([flaky.instanceArn]); // negative control: the lag was seen
+    expect([...first.partitionsRemoved, ...second.partitionsRemoved, ...third.partitionsRemoved]).toEqual([]);
+    expect((await env.store.getNode(flaky.instanceArn))?.goneSeenAtMs).toBeUndefined();
+    const leases = await env.store.listLeases(flaky.instanceArn);
+    expect(leases).toHaveLength(6);
+    expect(leases.find((l) => l.ip === pod.ip)?.state).toBe('CLAIMED');
   });
 });
 

@@ -6,8 +6,11 @@ export interface DynaliteHandle {
   close(): Promise<void>;
 }
 
-/** A real DynamoDB API server on 127.0.0.1 and a random port, in memory unless `path` is given. */
-export async function startDynalite(options: { path?: string } = {}): Promise<DynaliteHandle> {
+/**
+ * A real DynamoDB API server on a random port, in memory unless `path` is given; on 127.0.0.1 unless `host` says
+ * otherwise (the VM's fabric serves it to the node namespaces).
+ */
+export async function startDynalite(options: { path?: string; host?: string } = {}): Promise<DynaliteHandle> {
   const server = dynalite({
     createTableMs: 0,
     deleteTableMs: 0,
@@ -16,11 +19,11 @@ export async function startDynalite(options: { path?: string } = {}): Promise<Dy
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
+    server.listen(0, options.host ?? '127.0.0.1', () => resolve());
   });
   const { port } = server.address() as AddressInfo;
   return {
-    endpoint: `http://127.0.0.1:${port}`,
+    endpoint: `http://${options.host ?? '127.0.0.1'}:${port}`,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections?.();

@@ -1,12 +1,11 @@
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { build } from 'esbuild';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { buildCni } from '../../infra/build.js';
 import { missing } from '../support/capabilities.js';
 import { ADD_STEPS, guestCases } from './guest/plugin-cases.js';
 import type { GuestCaseResult } from './guest/runner.js';
-import { runInVm } from './vm.js';
+import { bundleGuest, runInVm } from './vm.js';
 
 /**
  * Boots one VM (real ipvlan), runs the bundled guest suite there, and turns each guest case into a test here,
@@ -25,18 +24,7 @@ describe.skipIf(skipReason !== undefined)('VM: real ipvlan suite', () => {
   beforeAll(async () => {
     rmSync(outDir, { recursive: true, force: true });
     mkdirSync(outDir, { recursive: true });
-    await build({
-      entryPoints: ['test/vm/guest/main.ts'],
-      bundle: true,
-      platform: 'node',
-      format: 'esm',
-      target: 'node20',
-      outfile: join(outDir, 'guest.mjs'),
-      // Resolved from the repository's node_modules at run time (the bundle sits under the repository).
-      external: ['netlink', 'dynalite'],
-      banner: { js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);" },
-      logLevel: 'warning',
-    });
+    await bundleGuest('test/vm/guest/main.ts', join(outDir, 'guest.mjs'));
     const cni = await buildCni(join(outDir, 'bin'));
     const run = await runInVm(['node', join(outDir, 'guest.mjs'), resultFile, cni], {
       outDir,

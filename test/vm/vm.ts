@@ -19,6 +19,7 @@ import {
 } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { build } from 'esbuild';
 
 export interface VmOptions {
   /** Host folder the guest may write (mounted at the same path). */
@@ -235,4 +236,22 @@ export async function runInVm(command: readonly string[], options: VmOptions = {
   if (timedOut) return { exitCode: 124, console: consoleText };
   const marker = /VPC-VM-EXIT=(\d+)/.exec(consoleText);
   return { exitCode: marker ? Number(marker[1]) : 125, console: consoleText };
+}
+
+/**
+ * Bundles an in-guest entry point to one ESM file run with plain node (vitest and tsx start too slowly under
+ * the VM's emulation). netlink and dynalite resolve from the repository's node_modules at run time.
+ */
+export async function bundleGuest(entry: string, outfile: string): Promise<void> {
+  await build({
+    entryPoints: [entry],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    outfile,
+    external: ['netlink', 'dynalite'],
+    banner: { js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);" },
+    logLevel: 'warning',
+  });
 }

@@ -44,12 +44,18 @@ export const gcCommand: Command = {
         nodes,
         instanceStates,
       }).filter((d) => d.action !== 'keep');
-      const gone = decideGoneNodes({ nowMs, minAgeMs: config.eniMinAgeForGcMs, nodes, instanceStates });
+      const gone = decideGoneNodes({
+        nowMs,
+        minAgeMs: config.eniMinAgeForGcMs,
+        minMarkAgeMs: DEFAULT_MIN_MARK_AGE_MS,
+        nodes,
+        instanceStates,
+      }).filter((d) => d.action !== 'unmark');
       const plan = {
         dryRun: true,
         enisSeen: enis.length,
         eniActions: decisions,
-        partitionsToRemove: gone.map((n) => ({ instanceId: n.instanceId, phase: n.phase })),
+        partitionsToRemove: gone.map((d) => ({ instanceId: d.node.instanceId, phase: d.node.phase, action: d.action })),
       };
       print(input, plan, () => [
         `dry run: ${enis.length} ENIs seen, nothing changed`,
@@ -60,7 +66,10 @@ export const gcCommand: Command = {
             )
           : ['no ENI to mark, unmark or delete']),
         ...(gone.length > 0
-          ? gone.map((n) => `would remove the partition of ${n.instanceId} (${n.phase}, instance gone)`)
+          ? gone.map(
+              (d) =>
+                `would ${d.action === 'mark' ? 'mark as gone (removed by a later pass)' : 'remove'} the partition of ${d.node.instanceId} (${d.node.phase}, instance gone)`,
+            )
           : ['no partition to remove']),
       ]);
       return 0;

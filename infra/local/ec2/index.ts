@@ -5,7 +5,7 @@ import { type Ec2Admin, Ec2Simulator, type Ec2SimulatorOptions } from './simulat
 export type { BucketSpec } from './catalog.js';
 export type { FaultSpec } from './faults.js';
 export { DEFAULT_LATENCY_MS } from './latency.js';
-export type { ActionCounts, Ec2Admin, Ec2SimulatorOptions, Ec2Snapshot } from './simulator.js';
+export type { ActionCounts, Ec2Admin, Ec2Call, Ec2SimulatorOptions, Ec2Snapshot } from './simulator.js';
 export { DEFAULT_DELAYS, Ec2Simulator } from './simulator.js';
 
 export interface Ec2SimulatorServer extends Ec2SimulatorHandle {

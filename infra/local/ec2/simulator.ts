@@ -90,6 +90,12 @@ export interface QueryResult {
   readonly requestId: string;
 }
 
+export interface Ec2Call {
+  readonly action: string;
+  readonly input: Readonly<Record<string, unknown>>;
+  readonly output: unknown;
+}
+
 /** The in-process admin interface; `/_admin/*` on the server maps onto the same methods. */
 export interface Ec2Admin {
   failNext(spec: FaultSpec): void;
@@ -122,6 +128,7 @@ export class Ec2Simulator implements Ec2SimulatorApi, Ec2Admin {
   private readonly tokens = new ClientTokens();
   private readonly callCounts = new Map<string, ActionCounts>();
   private readonly requestIds: SeededRandom;
+  private readonly callListeners = new Set<(call: Ec2Call) => void>();
 
   constructor(options: Ec2SimulatorOptions = {}) {
     this.region = options.region ?? 'us-east-1';
@@ -149,6 +156,12 @@ export class Ec2Simulator implements Ec2SimulatorApi, Ec2Admin {
   }
 
   /** One EC2 Query request, start to finish: count, throttle, faults, latency, rules, XML. */
+  /** Every call that took effect, with its decoded input and output (e.g. to prove whose ENIs a caller touched). */
+  onCall(listener: (call: Ec2Call) => void): () => void {
+    this.callListeners.add(listener);
+    return () => this.callListeners.delete(listener);
+  }
+
   async handleQuery(params: URLSearchParams): Promise<QueryResult> {
     const requestId = this.requestId();
     const action = params.get('Action') ?? '';
@@ -184,6 +197,7 @@ export class Ec2Simulator implements Ec2SimulatorApi, Ec2Admin {
         throw after;
       }
       counts.ok += 1;
+      for (const listener of this.callListeners) listener({ action, input, output });
       return { statusCode: 200, body: encodeResponse(action, output, requestId), requestId };
     } catch (err) {
       if (!(err instanceof Ec2ApiError)) {

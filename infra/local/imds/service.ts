@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { VpcLeaseError } from '../../../shared/errors.js';
 import type { SimScheduler } from '../events/scheduler.js';
-import type { Ec2SimulatorApi } from '../ports.js';
+import type { Ec2SimulatorApi, SimInstance } from '../ports.js';
 import type { HttpListener } from '../sqs/http-listener.js';
 import { listen } from '../sqs/http-listener.js';
 import type { InstanceRole } from './metadata.js';
@@ -19,6 +19,11 @@ export interface ImdsOptions {
   readonly scheduler: SimScheduler;
   /** The instance profile role whose dummy credentials `iam/security-credentials/<role>` returns. */
   readonly role?: Partial<InstanceRole>;
+  /**
+   * Issues an instance its own role session (the local cloud registers it with the IAM endpoint, bound to
+   * the instance); without it every instance gets the one fixed `role`'s keys.
+   */
+  readonly sessionFor?: (instance: SimInstance, roleName: string) => Omit<InstanceRole, 'name'>;
 }
 
 const TTL_HEADER = 'x-aws-ec2-metadata-token-ttl-seconds';
@@ -101,7 +106,10 @@ export class ImdsService {
     if (version === undefined) return { status: 200, body: 'latest', headers };
     if (version !== 'latest' && !/^\d{4}-\d{2}-\d{2}$/.test(version)) return { status: 404 };
     const nowMs = this.options.scheduler.clock.nowMs();
-    const tree = metadataTree(this.options.ec2, instance, this.role, nowMs + CREDENTIALS_LIFETIME_MS, nowMs);
+    const role = this.options.sessionFor
+      ? { ...this.options.sessionFor(instance, this.role.name), name: this.role.name }
+      : this.role;
+    const tree = metadataTree(this.options.ec2, instance, role, nowMs + CREDENTIALS_LIFETIME_MS, nowMs);
     const node = lookup(tree, segments);
     if (node === undefined) return { status: 404 };
     return { status: 200, body: typeof node === 'string' ? node : listing(node), headers };

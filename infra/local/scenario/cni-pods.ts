@@ -116,11 +116,10 @@ export class CniPods implements PodDriver {
       CNI_IFNAME: pod.ifName,
       CNI_PATH: '/opt/cni/bin',
       CNI_ARGS: `K8S_POD_NAMESPACE=default;K8S_POD_NAME=${pod.name}`,
-      // This kernel has no ipvlan: macvlan stands in for the pod link kind (test-only switch, refused without
-      // VPC_LEASE_TEST_MODE), everything else is the production path.
-      ...(this.options.hostNet.linkKind === 'macvlan'
-        ? { VPC_LEASE_TEST_MODE: '1', VPC_LEASE_TEST_LINK_KIND: 'macvlan' }
-        : {}),
+      // Test mode: each simulated instance has its own IMDS on loopback (an IMDS override is honoured only in test
+      // mode), and this kernel has no ipvlan, so macvlan stands in for the pod link kind; the rest is production.
+      VPC_LEASE_TEST_MODE: '1',
+      ...(this.options.hostNet.linkKind === 'macvlan' ? { VPC_LEASE_TEST_LINK_KIND: 'macvlan' } : {}),
     };
     const netconf = {
       cniVersion: '1.1.0',

@@ -52,7 +52,8 @@ export function ping(netns: string | undefined, target: string, waitS = 3): bool
   }
 }
 
-async function createTable(endpoint: string, tableName: string): Promise<void> {
+/** CreateTable over plain HTTP (the guest bundle carries no SDK). */
+export async function createTable(endpoint: string, tableName: string): Promise<void> {
   const url = new URL(endpoint);
   const body = JSON.stringify(createTableInput(tableName));
   const headers = signRequest(
@@ -184,6 +185,8 @@ export class GuestNode {
   ): Promise<PluginRun> {
     const env: Record<string, string> = {
       PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+      // The guest's IMDS stand-in is on loopback: an IMDS override is honoured only in test mode.
+      VPC_LEASE_TEST_MODE: '1',
       CNI_COMMAND: command,
       CNI_CONTAINERID: options.containerId,
       CNI_IFNAME: 'eth0',

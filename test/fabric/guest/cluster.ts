@@ -1,0 +1,175 @@
+/**
+ * The cluster on the fabric: per node a mount namespace of its own for the CNI directories (so the installer and
+ * the plugin run with their shipped default paths), the real installer, the plugin called as a runtime calls it
+ * (from inside the node's network namespace, reaching IMDS and DynamoDB over the fabric), kube-proxy's rules,
+ * and the pods' workloads.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { instanceArn } from '../../../shared/domain/arn.js';
+import type { NewLease } from '../../../shared/domain/lease.js';
+import { LightDynamoClient } from '../../../shared/dynamo/light-client.js';
+import { DynamoLeaseStore } from '../../../shared/lease-store/dynamo-lease-store.js';
+import { type DynaliteHandle, startDynalite } from '../../support/dynalite.js';
+import type { PluginRun } from '../../support/plugin-process.js';
+import { createTable } from '../../vm/guest/guest-node.js';
+import { type Eni, type FabricNode, SUBNET_BOOT } from '../topology.js';
+import { exec, ip } from './net.js';
+
+export const ROOT = '/tmp/fabric';
+/** The host paths each node sees at its own copy (the shipped defaults of the installer and the ConfigMap). */
+const NODE_DIRS = ['opt/cni/bin', 'etc/cni/net.d', 'var/lib/cni', 'var/log/vpc-lease'];
+/** Binds the node's directories over the defaults, then enters its network namespace. Arguments, never text. */
+const NODE_SCRIPT =
+  'r=$1; n=$2; shift 2; for d in ' +
+  NODE_DIRS.join(' ') +
+  '; do mkdir -p "/$d" && mount --bind "$r/$d" "/$d" || exit 126; done; exec ip netns exec "$n" "$@"';
+const TABLE = 'vpc-lease';
+
+export function nodeExec(
+  node: string,
+  argv: readonly string[],
+  env: Record<string, string>,
+  stdin = '',
+): Promise<PluginRun> {
+  const wrapper = ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c', NODE_SCRIPT, 'sh'];
+  return exec(undefined, [...wrapper, join(ROOT, node), node, ...argv], env, stdin);
+}
+
+/** The ConfigMap's config.json out of node/deploy/daemonset.yaml, as the DaemonSet hands it to the installer. */
+export function shippedConfig(): string {
+  const yaml = readFileSync('node/deploy/daemonset.yaml', 'utf8');
+  const m = /config\.json: \|\n((?: {4}.*\n)+)/.exec(yaml);
+  if (!m) throw new Error('no config.json in node/deploy/daemonset.yaml');
+  return m[1]!.replace(/^ {4}/gm, '');
+}
+
+export class Cluster {
+  private dynalite?: DynaliteHandle;
+  private store?: DynamoLeaseStore;
+  /** Per configuration (stopped by stopWorkloads) and for the whole run (stopped by close). */
+  private readonly children: ChildProcess[] = [];
+  private readonly lasting: ChildProcess[] = [];
+
+  constructor(
+    readonly nodes: readonly FabricNode[],
+    readonly cni: string,
+  ) {
+    for (const n of nodes) for (const d of NODE_DIRS) mkdirSync(join(ROOT, n.name, d), { recursive: true });
+  }
+
+  /** `vpc-lease-cni install` with the ConfigMap's config (mode replaced) and the DaemonSet's other flags. */
+  install(node: string, config: string, extraArgs: readonly string[] = []): Promise<PluginRun> {
+    return nodeExec(node, [this.cni, 'install', '--cni-version', '1.0.0', '--chain', 'portmap', ...extraArgs], {
+      VPC_LEASE_CNI_CONFIG: config,
+    });
+  }
+
+  conflist(node: string): Record<string, unknown> {
+    return JSON.parse(readFileSync(join(ROOT, node, 'etc/cni/net.d/10-vpc-lease.conflist'), 'utf8')) as Record<
+      string,
+      unknown
+    >;
+  }
+
+  /** A fresh lease table for one configuration: the given addresses FREE on their ENIs. */
+  async resetLeases(leases: readonly { eni: Eni; ip: string }[]): Promise<void> {
+    await this.dynalite?.close();
+    this.dynalite = await startDynalite({ host: SUBNET_BOOT.gateway });
+    await createTable(this.dynalite.endpoint, TABLE);
+    const api = new LightDynamoClient({
+      endpoint: this.dynalite.endpoint,
+      region: 'us-east-1',
+      credentials: async () => ({ accessKeyId: 'test', secretAccessKey: 'test' }),
+    });
+    this.store = new DynamoLeaseStore({ api, tableName: TABLE });
+    await this.addLeases(leases);
+  }
+
+  async addLeases(leases: readonly { eni: Eni; ip: string }[]): Promise<void> {
+    const rows: NewLease[] = leases.map(({ eni, ip: address }) => ({
+      instanceArn: instanceArn('us-east-1', '123456789012', this.nodes.find((n) => n.name === eni.node)!.instanceId),
+      ip: address,
+      eniId: eni.id,
+      deviceIndex: eni.deviceIndex,
+      mac: eni.mac,
+      subnetId: eni.subnet.id,
+      subnetCidr: eni.subnet.cidr,
+      gateway: eni.subnet.gateway,
+    }));
+    await this.store!.putLeases(rows, Date.now() - 60_000);
+  }
+
+  /**
+   * One plugin call the way containerd's libcni makes it, with the node's installed conflist; code 11 ("try
+   * again later", e.g. IMDS slow under the VM's emulation) is retried as kubelet retries the sandbox.
+   */
+  async plugin(
+    node: string,
+    command: 'ADD' | 'DEL' | 'CHECK',
+    containerId: string,
+    netns: string,
+    override: Record<string, unknown> = {},
+  ): Promise<PluginRun> {
+    const list = this.conflist(node);
+    const [ours] = list['plugins'] as Record<string, unknown>[];
+    const netconf = JSON.stringify({ cniVersion: list['cniVersion'], name: list['name'], ...ours, ...override });
+    const env = {
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: containerId,
+      CNI_NETNS: `/var/run/netns/${netns}`,
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: '/opt/cni/bin',
+      AWS_ENDPOINT_URL_DYNAMODB: this.dynalite!.endpoint,
+    };
+    for (let attempt = 1; ; attempt++) {
+      const r = await nodeExec(node, ['/opt/cni/bin/vpc-lease-cni'], env, netconf);
+      if (r.code === 0 || attempt >= 3 || r.json?.['code'] !== 11) return r;
+    }
+  }
+
+  track(child: ChildProcess, lasting = false): void {
+    (lasting ? this.lasting : this.children).push(child);
+  }
+
+  /** A long-running workload in a namespace, stopped by `stopWorkloads`. */
+  spawnIn(ns: string, argv: readonly string[], lasting = false): ChildProcess {
+    const child = spawn('ip', ['netns', 'exec', ns, ...argv], { stdio: 'ignore', detached: false });
+    this.track(child, lasting);
+    return child;
+  }
+
+  /** busybox httpd on :port answering `/cgi-bin/who` with "<name> <client address>". */
+  web(ns: string, name: string, port = 8080, lasting = false): void {
+    const dir = join(ROOT, 'www', `${name}-${port}`);
+    mkdirSync(join(dir, 'cgi-bin'), { recursive: true });
+    writeFileSync(join(dir, 'index.html'), `${name}\n`);
+    writeFileSync(
+      join(dir, 'cgi-bin', 'who'),
+      `#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n%s %s\\n' '${name}' "$REMOTE_ADDR"\n`,
+      { mode: 0o755 },
+    );
+    this.spawnIn(ns, ['busybox', 'httpd', '-f', '-p', String(port), '-h', dir], lasting);
+  }
+
+  stopWorkloads(): void {
+    for (const c of this.children.splice(0)) c.kill('SIGKILL');
+  }
+
+  async close(): Promise<void> {
+    this.stopWorkloads();
+    for (const c of this.lasting.splice(0)) c.kill('SIGKILL');
+    await this.dynalite?.close();
+  }
+}
+
+/**
+ * A pod's netns. The VM's root namespace is the fabric, so pods would inherit its sysctls; a real pod inherits
+ * the node's (Amazon Linux: strict rp_filter), which is what the plugin must cope with.
+ */
+export function addPodNetns(name: string): void {
+  ip('netns', 'add', name);
+  ip('-n', name, 'link', 'set', 'lo', 'up');
+  ip('netns', 'exec', name, 'sysctl', '-qw', 'net.ipv4.conf.all.rp_filter=1', 'net.ipv4.conf.default.rp_filter=1');
+}

@@ -1,0 +1,65 @@
+import { createServer, type Server } from 'node:http';
+import { type FabricNode, IMDS_IP, ownerOf } from '../topology.js';
+
+/**
+ * The IMDS stand-in at 169.254.169.254:80 on the fabric. Like EC2's, it answers any address assigned to one of
+ * the instance's ENIs (pods' addresses included — which is why the datapath must keep pods away from it) and
+ * tells instances apart by the ENI that owns the source address. It serves IMDSv2 tokens, the identity
+ * document and a fake role credential; every request is logged with its source.
+ */
+export const FAKE_SECRET = 'fabric-node-role-secret';
+
+export interface FabricImds {
+  /** "source method path" of every request. */
+  readonly requests: string[];
+  close(): Promise<void>;
+}
+
+export async function startFabricImds(nodes: readonly FabricNode[]): Promise<FabricImds> {
+  const requests: string[] = [];
+  const server: Server = createServer((req, res) => {
+    const source = (req.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
+    requests.push(`${source} ${req.method} ${req.url}`);
+    const eni = ownerOf(nodes, source);
+    const node = nodes.find((n) => n.name === eni?.node);
+    if (!node) return void res.writeHead(403).end();
+    const token = `tok-${node.instanceId}`;
+    if (req.method === 'PUT' && req.url === '/latest/api/token') return void res.writeHead(200).end(token);
+    if (req.headers['x-aws-ec2-metadata-token'] !== token) return void res.writeHead(401).end();
+    if (req.url === '/latest/dynamic/instance-identity/document')
+      return void res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          instanceId: node.instanceId,
+          region: 'us-east-1',
+          accountId: '123456789012',
+          availabilityZone: 'us-east-1a',
+          instanceType: 'm5.large',
+          privateIp: node.bootIp,
+        }),
+      );
+    if (req.url === '/latest/meta-data/iam/security-credentials/') return void res.writeHead(200).end('node-role');
+    if (req.url === '/latest/meta-data/iam/security-credentials/node-role')
+      return void res.writeHead(200).end(
+        JSON.stringify({
+          Code: 'Success',
+          AccessKeyId: 'AKIDFABRIC',
+          SecretAccessKey: FAKE_SECRET,
+          Token: 'session',
+          Expiration: new Date(Date.now() + 6 * 3600_000).toISOString(),
+        }),
+      );
+    res.writeHead(404).end();
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(80, IMDS_IP, () => resolve());
+  });
+  return {
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

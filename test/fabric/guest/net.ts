@@ -1,0 +1,174 @@
+/**
+ * Building the VPC inside the VM. The VM's root namespace is the fabric (the VPC's router); every node is a
+ * network namespace with one veth per ENI whose node end carries the ENI's MAC. The fabric end of each ENI is
+ * routed, not bridged:
+ * - delivery only to the owner: one /32 route per assigned address to the owning ENI's port, with a permanent
+ *   neighbour entry for the ENI's MAC (the VPC needs no ARP from the instance); everything else in the VPC CIDR
+ *   is a blackhole;
+ * - the source/destination check: a raw-table chain per port accepting only the addresses assigned to that ENI;
+ * - the subnet gateways (.1) and the IMDS address live on the fabric's loopback, and proxy ARP answers the
+ *   nodes' ARP for any address the fabric routes elsewhere (as the VPC answers ARP for the whole subnet);
+ * - a NAT gateway namespace (masquerading the VPC CIDR) links to an "outside" namespace; the fabric↔NAT hop has
+ *   an MTU of 1500 and everything else 9001, so traffic to the outside needs path MTU discovery.
+ */
+import { execFileSync } from 'node:child_process';
+import { type PluginRun, runPluginProcess } from '../../support/plugin-process.js';
+import {
+  type FabricNode,
+  IMDS_IP,
+  NAT_INSIDE,
+  NAT_OUTSIDE,
+  SUBNET_BOOT,
+  SUBNET_POD,
+  VPC_CIDR,
+  VPC_MTU,
+} from '../topology.js';
+
+export function cmd(file: string, ...args: string[]): string {
+  return execFileSync(file, args, { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'] });
+}
+
+export function ip(...args: string[]): string {
+  return cmd('ip', ...args);
+}
+
+function sysctl(ns: string | undefined, ...settings: string[]): void {
+  const argv = ['sysctl', '-qw', ...settings];
+  if (ns) ip('netns', 'exec', ns, ...argv);
+  else cmd(argv[0]!, ...argv.slice(1));
+}
+
+export function restore(ns: string | undefined, input: string, noflush = true): void {
+  const argv = ['iptables-restore', '-w', '5', ...(noflush ? ['--noflush'] : [])];
+  const file = ns ? 'ip' : argv[0]!;
+  const args = ns ? ['netns', 'exec', ns, ...argv] : argv.slice(1);
+  execFileSync(file, args, { input, encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'] });
+}
+
+/** A command in a namespace (undefined: the fabric), asynchronous: the IMDS and dynalite run in this process. */
+export function exec(
+  ns: string | undefined,
+  argv: readonly string[],
+  env: Record<string, string> = {},
+  stdin = '',
+): Promise<PluginRun> {
+  const full = ns ? ['ip', 'netns', 'exec', ns, ...argv] : [...argv];
+  const path = process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin';
+  return runPluginProcess(full[0]!, full.slice(1), { PATH: path, HOME: '/root', ...env }, stdin);
+}
+
+/** Kernel modules the fabric and kube-proxy's rules need (the guest cannot autoload them). */
+const MODULES = [
+  'nf_conntrack',
+  'nf_nat',
+  'nft_chain_nat',
+  'xt_nat',
+  'xt_MASQUERADE',
+  'xt_statistic',
+  'xt_comment',
+  'xt_conntrack',
+  'xt_tcpudp',
+  'xt_addrtype',
+  'xt_mark',
+  'xt_connmark',
+  'xt_REJECT',
+  'nf_reject_ipv4',
+  'ipt_REJECT',
+];
+
+export function loadModules(): void {
+  try {
+    cmd('modprobe', '-a', ...MODULES);
+  } catch {
+    // built in, or missing: the first iptables-restore that needs it says which
+  }
+}
+
+function addNetns(name: string): void {
+  ip('netns', 'add', name);
+  ip('-n', name, 'link', 'set', 'lo', 'up');
+}
+
+/** The fabric, the NAT gateway, the outside host and every node's ENIs, from the assignment table. */
+export function buildFabric(nodes: readonly FabricNode[]): void {
+  loadModules();
+  ip('link', 'set', 'lo', 'up');
+  // The fabric routes; its own source check is the raw table below, not rp_filter.
+  sysctl(undefined, 'net.ipv4.ip_forward=1', 'net.ipv4.conf.all.rp_filter=0', 'net.ipv4.conf.default.rp_filter=0');
+  for (const address of [SUBNET_BOOT.gateway, SUBNET_POD.gateway, IMDS_IP])
+    ip('addr', 'add', `${address}/32`, 'dev', 'lo');
+  ip('route', 'add', 'blackhole', VPC_CIDR);
+
+  const raw: string[] = ['*raw'];
+  for (const node of nodes) {
+    addNetns(node.name);
+    // Amazon Linux's defaults: strict reverse-path filtering, forwarding on (kubelet and kube-proxy need it).
+    sysctl(node.name, 'net.ipv4.ip_forward=1', 'net.ipv4.conf.all.rp_filter=1', 'net.ipv4.conf.default.rp_filter=1');
+    for (const eni of node.enis) {
+      ip(
+        'link',
+        'add',
+        eni.port,
+        'mtu',
+        String(VPC_MTU),
+        'type',
+        'veth',
+        'peer',
+        'name',
+        eni.ifName,
+        'netns',
+        node.name,
+      );
+      ip('-n', node.name, 'link', 'set', eni.ifName, 'address', eni.mac, 'mtu', String(VPC_MTU), 'up');
+      ip('link', 'set', eni.port, 'up');
+      sysctl(undefined, `net.ipv4.conf.${eni.port}.proxy_arp=1`, `net.ipv4.conf.${eni.port}.rp_filter=0`);
+      const chain = `SRC-${eni.port}`;
+      raw.push(`:${chain} - [0:0]`, `-A PREROUTING -i ${eni.port} -j ${chain}`);
+      for (const address of eni.ips) {
+        ip('route', 'add', `${address}/32`, 'dev', eni.port);
+        ip('neigh', 'replace', address, 'lladdr', eni.mac, 'dev', eni.port, 'nud', 'permanent');
+        raw.push(`-A ${chain} -s ${address}/32 -j RETURN`);
+      }
+      raw.push(`-A ${chain} -j DROP`);
+    }
+    const boot = node.enis[0]!;
+    ip('-n', node.name, 'addr', 'add', `${node.bootIp}/${boot.subnet.prefixLength}`, 'dev', boot.ifName);
+    ip('-n', node.name, 'route', 'add', 'default', 'via', boot.subnet.gateway, 'dev', boot.ifName);
+  }
+  raw.push('COMMIT', '');
+  restore(undefined, raw.join('\n'), false);
+
+  // NAT gateway and the outside host.
+  addNetns('nat');
+  addNetns('outside');
+  sysctl('nat', 'net.ipv4.ip_forward=1');
+  ip('link', 'add', 'fnat', 'mtu', String(NAT_INSIDE.mtu), 'type', 'veth', 'peer', 'name', 'in0', 'netns', 'nat');
+  ip('addr', 'add', `${NAT_INSIDE.fabric}/${NAT_INSIDE.prefixLength}`, 'dev', 'fnat');
+  ip('link', 'set', 'fnat', 'up');
+  ip('-n', 'nat', 'link', 'set', 'in0', 'mtu', String(NAT_INSIDE.mtu), 'up');
+  ip('-n', 'nat', 'addr', 'add', `${NAT_INSIDE.nat}/${NAT_INSIDE.prefixLength}`, 'dev', 'in0');
+  ip('route', 'add', 'default', 'via', NAT_INSIDE.nat);
+  ip(
+    'link',
+    'add',
+    'out0',
+    'mtu',
+    String(NAT_OUTSIDE.mtu),
+    'netns',
+    'nat',
+    'type',
+    'veth',
+    'peer',
+    'name',
+    'eth0',
+    'netns',
+    'outside',
+  );
+  ip('-n', 'nat', 'addr', 'add', `${NAT_OUTSIDE.nat}/${NAT_OUTSIDE.prefixLength}`, 'dev', 'out0');
+  ip('-n', 'nat', 'link', 'set', 'out0', 'up');
+  ip('-n', 'nat', 'route', 'add', VPC_CIDR, 'via', NAT_INSIDE.fabric);
+  ip('-n', 'outside', 'link', 'set', 'eth0', 'mtu', String(NAT_OUTSIDE.mtu), 'up');
+  ip('-n', 'outside', 'addr', 'add', `${NAT_OUTSIDE.outside}/${NAT_OUTSIDE.prefixLength}`, 'dev', 'eth0');
+  ip('-n', 'outside', 'route', 'add', 'default', 'via', NAT_OUTSIDE.nat);
+  restore('nat', ['*nat', `-A POSTROUTING -s ${VPC_CIDR} -o out0 -j MASQUERADE`, 'COMMIT', ''].join('\n'), false);
+}

@@ -1,0 +1,158 @@
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runPluginProcess } from '../../support/plugin-process.js';
+
+/**
+ * A private containerd: its own root, state and socket under a temp dir, running in its own mount namespace in
+ * which /etc and /opt are overlays (writes land in the temp dir) and /etc/cni/net.d and /opt/cni/bin — the
+ * directories containerd's CNI integration reads, with no flag to change them in `ctr` — are bind mounts of
+ * temp dirs. The host's /etc, /opt and any other containerd are never touched. Every `ctr` runs in that
+ * namespace through nsenter, so the CNI plugins it executes see the same directories.
+ */
+const NS_SETUP = [
+  'set -e',
+  'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/overlay/etc-up,workdir=$1/overlay/etc-work" /etc',
+  'mount -t overlay overlay -o "lowerdir=/opt,upperdir=$1/overlay/opt-up,workdir=$1/overlay/opt-work" /opt',
+  'mkdir -p /etc/cni/net.d /opt/cni/bin',
+  'mount --bind "$1/net.d" /etc/cni/net.d',
+  'mount --bind "$1/cni-bin" /opt/cni/bin',
+  'exec containerd --config "$1/config.toml"',
+].join('\n');
+
+export const CTR_NAMESPACE = 'vpc-lease-test';
+
+export interface CtrRun {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+export class PrivateContainerd {
+  readonly dir = mkdtempSync(join(tmpdir(), 'vpc-lease-containerd-'));
+  /** The host side of /etc/cni/net.d and /opt/cni/bin inside the namespace. */
+  readonly confDir = join(this.dir, 'net.d');
+  readonly binDir = join(this.dir, 'cni-bin');
+  private readonly socket = join(this.dir, 'containerd.sock');
+  private daemon?: ChildProcess;
+  private exited?: Promise<void>;
+  private nsPid?: number;
+
+  constructor() {
+    for (const d of ['overlay/etc-up', 'overlay/etc-work', 'overlay/opt-up', 'overlay/opt-work', 'net.d', 'cni-bin'])
+      mkdirSync(join(this.dir, d), { recursive: true });
+    writeFileSync(
+      join(this.dir, 'config.toml'),
+      [
+        'version = 2',
+        `root = ${JSON.stringify(join(this.dir, 'root'))}`,
+        `state = ${JSON.stringify(join(this.dir, 'state'))}`,
+        // Only what ctr needs: no CRI (it would read the host's CNI dirs and config of its own).
+        'disabled_plugins = ["io.containerd.grpc.v1.cri"]',
+        '[grpc]',
+        `  address = ${JSON.stringify(this.socket)}`,
+        '[ttrpc]',
+        `  address = ${JSON.stringify(`${this.socket}.ttrpc`)}`,
+      ].join('\n'),
+    );
+  }
+
+  /** Starts the daemon (again, after stop: same root and state, as a restart on a node) and waits for it. */
+  async start(): Promise<void> {
+    const log = join(this.dir, 'containerd.log');
+    // unshare execs without forking, so this child's pid is containerd's (and names its mount namespace).
+    const child = spawn(
+      'unshare',
+      ['--mount', '--propagation', 'private', '--', 'sh', '-c', NS_SETUP, 'sh', this.dir],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
+    const chunks: Buffer[] = [];
+    child.stderr?.on('data', (c: Buffer) => chunks.push(c));
+    this.exited = new Promise((resolve) =>
+      child.on('exit', () => {
+        writeFileSync(log, Buffer.concat(chunks), { flag: 'a' });
+        resolve();
+      }),
+    );
+    this.daemon = child;
+    this.nsPid = child.pid;
+    for (let i = 0; i < 200; i++) {
+      if (child.exitCode !== null)
+        throw new Error(`containerd exited: ${Buffer.concat(chunks).toString().slice(-2000)}`);
+      if (existsSync(this.socket) && (await this.ctr(['version'])).code === 0) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error('containerd did not answer within 20 s');
+  }
+
+  /** SIGTERM and wait: the shims and their containers live on, as when a node restarts containerd. */
+  async stop(): Promise<void> {
+    if (!this.daemon || this.daemon.exitCode !== null) return;
+    this.daemon.kill('SIGTERM');
+    await this.exited;
+  }
+
+  /** `ctr` against this daemon, inside its mount namespace, with `env` added (CNI plugins inherit it). */
+  ctr(args: readonly string[], env: Record<string, string> = {}): Promise<CtrRun> {
+    if (!this.nsPid) throw new Error('containerd is not started');
+    return runPluginProcess(
+      'nsenter',
+      ['-t', String(this.nsPid), '-m', '--', 'ctr', '-a', this.socket, '-n', CTR_NAMESPACE, ...args],
+      { PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...env },
+      '',
+    );
+  }
+
+  /** Starts `ctr args` and returns the process, for a container that runs while the test does other things. */
+  ctrBackground(args: readonly string[], env: Record<string, string> = {}): ChildProcess & { done: Promise<CtrRun> } {
+    if (!this.nsPid) throw new Error('containerd is not started');
+    const child = spawn(
+      'nsenter',
+      ['-t', String(this.nsPid), '-m', '--', 'ctr', '-a', this.socket, '-n', CTR_NAMESPACE, ...args],
+      {
+        env: { PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout?.on('data', (c: Buffer) => out.push(c));
+    child.stderr?.on('data', (c: Buffer) => err.push(c));
+    const done = new Promise<CtrRun>((resolve) =>
+      child.on('close', (code) =>
+        resolve({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }),
+      ),
+    );
+    return Object.assign(child, { done });
+  }
+
+  /** Removes every container of the namespace, stops the daemon and ends the shims it started. */
+  async close(): Promise<void> {
+    if (this.daemon && this.daemon.exitCode === null) {
+      const tasks = await this.ctr(['tasks', 'ls', '-q']);
+      for (const id of tasks.stdout.split('\n').filter(Boolean)) await this.ctr(['tasks', 'rm', '-f', id]);
+      const containers = await this.ctr(['containers', 'ls', '-q']);
+      for (const id of containers.stdout.split('\n').filter(Boolean)) await this.ctr(['containers', 'rm', id]);
+      await this.stop();
+    }
+    // Shims outlive the daemon by design; ours are the ones serving our socket.
+    for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+      try {
+        const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+        if (cmd.startsWith('/usr/bin/containerd-shim') && cmd.includes(this.socket))
+          process.kill(Number(pid), 'SIGKILL');
+      } catch {
+        // gone meanwhile
+      }
+    }
+    try {
+      execFileSync('umount', ['-R', join(this.dir, 'state')], { stdio: 'ignore' });
+    } catch {
+      // nothing mounted there from the host's view
+    }
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
