@@ -1,4 +1,5 @@
 import { Annotations, Duration, RemovalPolicy } from 'aws-cdk-lib';
+import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
@@ -11,6 +12,7 @@ import { type ControlPlaneConfig, controlPlaneConfigToEnv } from '../../shared/c
 import { ControlPlaneFunction } from './control-plane-function.js';
 import { EventQueue } from './event-queue.js';
 import { eniCollectorStatements, eniManagerStatements, lifecycleActionStatements } from './lambda-policies.js';
+import { accountErrorAlarm } from './launch-template.js';
 import { createLeaseTable } from './lease-table.js';
 import { LifecycleEvents } from './lifecycle-events.js';
 import { Monitoring } from './monitoring.js';
@@ -48,6 +50,8 @@ export class VpcLeaseAllocator extends Construct {
   readonly reconcilerFunction: lambda.IFunction;
   readonly lifecycleEvents: LifecycleEvents;
   readonly monitoring: Monitoring;
+  /** EC2 errors that are not a node's fault (launch-template.ts). */
+  readonly accountErrorAlarm: cloudwatch.Alarm;
   /** The published installer image, when `nodeImageTarball` is given. */
   readonly nodeImage?: VpcLeaseNodeImage;
 
@@ -176,6 +180,10 @@ export class VpcLeaseAllocator extends Construct {
       queue: this.queue,
       deadLetterQueue: this.deadLetterQueue,
       functions: { InstanceLifecycle: lifecycle.fn, PoolManager: pool.fn, Reconciler: reconciler.fn },
+      alarmActions: props.alarmActions ?? [],
+    });
+    this.accountErrorAlarm = accountErrorAlarm(this, 'AccountErrorsAlarm', {
+      clusterName,
       alarmActions: props.alarmActions ?? [],
     });
 

@@ -24,7 +24,7 @@ import { NetnsMissingError, NotANetnsError, openNetns } from './netns.js';
 import { addPodRule, deletePodRule, listRules, rulesFrom } from './pod-rules.js';
 import type { IpvlanMode } from './port.js';
 import { addEniRoute, deleteEniRoute, hasPodRoute, tableForDevice, tableRoutes } from './route-tables.js';
-import { loosenRpFilter, loosenRpFilterIn } from './rp-filter.js';
+import { unfilterPodVeth, validateHostVethByMark } from './rp-filter.js';
 import { type loadCreateRtNetlink, socketInNetns } from './rtnl.js';
 import type { UndoStack } from './undo.js';
 
@@ -133,9 +133,9 @@ export async function setupPodRouting(
     await deleteLinkByName(s.host, hostName);
   });
   const pair = await createVethPair(s.host, s.pod, { hostName, podName, podNsFd: s.podNsFd, mtu: spec.mtu });
-  // Both ends carry traffic whose route back leaves elsewhere (see rp-filter.ts); they go with the pair.
-  loosenRpFilter(hostName);
-  loosenRpFilterIn(s.podNsFd, podName);
+  // Both ends carry traffic whose route back leaves elsewhere, and neither has an address (see rp-filter.ts).
+  validateHostVethByMark(hostName);
+  unfilterPodVeth(s.podNsFd, podName);
   fault('create-veth');
   // Routes on either end go with the pair: their undo is the veth's.
   await addHostRoute(s.host, { hostIndex: pair.hostIndex, podIp: spec.podIp });

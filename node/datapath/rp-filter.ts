@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { inNetns } from './native.js';
 
 /**
@@ -23,7 +23,36 @@ export function loosenRpFilter(ifName: string): boolean {
   return true;
 }
 
-/** The same in another netns (the pod's): /proc/sys/net belongs to the namespace of the thread that opens it. */
-export function loosenRpFilterIn(nsFd: number, ifName: string): boolean {
-  return inNetns(nsFd, () => loosenRpFilter(ifName));
+/**
+ * The veth ends carry no address, and the kernel drops a packet on an unnumbered interface whenever its reverse
+ * route leaves through another one, in loose mode too (fib_validate_source: no address → last resort → drop).
+ *
+ * Host end: every packet a pod sends through it carries the 0x80 mark (connmark.ts) whose rule routes by main,
+ * where the pod's /32 leads back to this veth; `src_valid_mark` makes the reverse lookup use that mark, instead
+ * of the pods' `from <ip>` rules that point into an ENI (L3/L3S).
+ */
+export function validateHostVethByMark(ifName: string): void {
+  if (!/^[A-Za-z0-9_.@-]{1,15}$/.test(ifName)) throw new RangeError(`bad interface name ${ifName}`);
+  writeFileSync(`/proc/sys/net/ipv4/conf/${ifName}/src_valid_mark`, '1');
+}
+
+/**
+ * Pod end: a NodePort or same-node service connection arrives on it while the route back to the client is the
+ * ipvlan link, so it must not be filtered at all. The effective value is max(all, interface): `all` is lowered
+ * to 0 in the pod's own namespace after every other interface got the old `all` as its own value, so nothing
+ * but the veth changes.
+ */
+export function unfilterPodVeth(nsFd: number, ifName: string): void {
+  if (!/^[A-Za-z0-9_.@-]{1,15}$/.test(ifName)) throw new RangeError(`bad interface name ${ifName}`);
+  inNetns(nsFd, () => {
+    const dir = '/proc/sys/net/ipv4/conf';
+    const all = read(`${dir}/all/rp_filter`);
+    writeFileSync(`${dir}/${ifName}/rp_filter`, '0');
+    if (all === 0) return;
+    for (const name of readdirSync(dir)) {
+      if (name === 'all' || name === ifName) continue;
+      if (read(`${dir}/${name}/rp_filter`) < all) writeFileSync(`${dir}/${name}/rp_filter`, String(all));
+    }
+    writeFileSync(`${dir}/all/rp_filter`, '0');
+  });
 }

@@ -5,10 +5,11 @@ import type { CniResult } from '../cni/result.js';
 import { appendResult, formatResult, parsePrevResult } from '../cni/result.js';
 import type { CniOutput } from '../cni/skel.js';
 import { checkNetns } from '../datapath/netns.js';
-import type { PodLink } from '../datapath/port.js';
+import type { PodLink, PodLinkSpec } from '../datapath/port.js';
 import { teardownPodRouting } from '../datapath/routing-teardown.js';
 import { faultPoint } from '../datapath/test-hooks.js';
 import { UndoStack } from '../datapath/undo.js';
+import { verifyAttachment } from '../datapath/verify.js';
 import { type AttachmentLock, lockAttachment } from '../journal/lock.js';
 import { classify } from './classify.js';
 import type { CallContext } from './context.js';
@@ -96,32 +97,41 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
     const prefixLength = parseCidr(claimed.subnetCidr).prefixLength;
     const datapath = await datapathReady;
     marks['netlink'] = performance.now();
+    const routing = podRouting(config, req.containerId, claimed.deviceIndex);
+    const spec: PodLinkSpec = {
+      netnsPath: req.netns,
+      ifName: req.ifName,
+      masterMac: claimed.mac,
+      ip: claimed.ip,
+      prefixLength,
+      gateway: claimed.gateway,
+      mtu: config.mtu,
+      mode: config.mode,
+      ...(routing ? { routing } : {}),
+    };
     let link: PodLink | undefined;
     if (reused) {
-      const state = await datapath.inspect(req.netns, req.ifName);
-      if (state?.addresses.includes(`${claimed.ip}/${prefixLength}`))
-        link = { ifName: req.ifName, mac: state.mac, mtu: state.mtu, sandbox: req.netns };
+      // The runtime repeats an ADD when it doubts the first: keep the attachment only if all of it is intact
+      // (link, rule, table route, host veth), else remove what is left and build it again.
+      const found = await verifyAttachment(datapath, spec, ctx.hooks.linkKind);
+      if (found.problems.length === 0 && found.link)
+        link = { ifName: req.ifName, mac: found.link.mac, mtu: found.link.mtu, sandbox: req.netns };
+      else {
+        log.warn('repeated ADD: rebuilding the attachment', { problems: found.problems });
+        await datapath.teardown(req.netns, req.ifName);
+        const teardown = routingTeardown(config, req, claimed);
+        if (teardown) await teardownPodRouting(req.netns, teardown);
+      }
     }
     if (!link) {
-      const routing = podRouting(config, req.containerId, claimed.deviceIndex);
+      // The other pods on this ENI's interface: setup refuses to re-mode an ipvlan master they already share.
       const peers = journal
         .list()
         .filter(
           (r) => r.placement?.mac === claimed.mac && !(r.containerId === req.containerId && r.ifName === req.ifName),
         )
         .map((r) => ({ netnsPath: r.netns, ifName: r.ifName }));
-      link = await datapath.setup({
-        peers,
-        netnsPath: req.netns,
-        ifName: req.ifName,
-        masterMac: claimed.mac,
-        ip: claimed.ip,
-        prefixLength,
-        gateway: claimed.gateway,
-        mtu: config.mtu,
-        mode: config.mode,
-        ...(routing ? { routing } : {}),
-      });
+      link = await datapath.setup({ ...spec, peers });
     }
     // Also for a link a previous ADD built: the claim is released on failure, so its address must go too.
     undo.push('datapath', async () => {

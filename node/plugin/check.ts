@@ -3,6 +3,7 @@ import { parseCidr } from '../../shared/ipv4.js';
 import { CniCode, CniError } from '../cni/errors.js';
 import { parsePrevResult } from '../cni/result.js';
 import type { CniOutput } from '../cni/skel.js';
+import { verifyAttachment } from '../datapath/verify.js';
 import { classify } from './classify.js';
 import type { CallContext } from './context.js';
 import { podRouting } from './routing.js';
@@ -39,34 +40,26 @@ export async function cmdCheck(ctx: CallContext): Promise<CniOutput> {
       throw mismatch(`prevResult does not list ${cidr} on ${req.ifName}`);
 
     const datapath = await ctx.datapath();
-    if (!(await datapath.hasMaster(lease.mac))) throw mismatch(`no host interface has the ENI's MAC ${lease.mac}`);
-    const state = await datapath.inspect(req.netns, req.ifName);
-    if (!state) throw mismatch(`link ${req.ifName} is missing in ${req.netns}`);
-    const expectedKind = ctx.hooks.linkKind;
-    if (state.kind !== expectedKind)
-      throw mismatch(`link ${req.ifName} is ${state.kind ?? 'unknown'}, not ${expectedKind}`);
-    if (!state.up) throw mismatch(`link ${req.ifName} is down`);
-    if (!state.addresses.includes(cidr))
-      throw mismatch(`link ${req.ifName} lacks ${cidr} (has ${state.addresses.join(', ')})`);
-    if (state.defaultGateway !== lease.gateway)
-      throw mismatch(`default route is via ${state.defaultGateway ?? 'nothing'}, not ${lease.gateway}`);
-    const prevMac = prev.interfaces[ifIndex]?.mac;
-    if (prevMac !== undefined && prevMac !== state.mac) throw mismatch(`link MAC ${state.mac} is not ${prevMac}`);
     const routing = podRouting(config, req.containerId, lease.deviceIndex);
-    if (routing) {
-      const problems = await datapath.inspectRouting({
+    const found = await verifyAttachment(
+      datapath,
+      {
         netnsPath: req.netns,
         ifName: req.ifName,
         masterMac: lease.mac,
         ip: lease.ip,
         prefixLength: parseCidr(lease.subnetCidr).prefixLength,
         gateway: lease.gateway,
-        mtu: state.mtu,
+        mtu: config.mtu,
         mode: config.mode,
-        routing,
-      });
-      if (problems.length > 0) throw mismatch(problems.join('; '));
-    }
+        ...(routing ? { routing } : {}),
+      },
+      ctx.hooks.linkKind,
+    );
+    if (found.problems.length > 0) throw mismatch(found.problems.join('; '));
+    const prevMac = prev.interfaces[ifIndex]?.mac;
+    if (prevMac !== undefined && prevMac !== found.link?.mac)
+      throw mismatch(`link MAC ${found.link?.mac ?? 'unknown'} is not ${prevMac}`);
     log.info('checked', { ip: lease.ip });
     return undefined;
   } catch (err) {

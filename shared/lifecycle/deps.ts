@@ -51,11 +51,17 @@ export type StepOutcome =
       readonly reason: string;
       /** 'attaching' waits a fixed short delay; 'backoff' grows with the attempt number. */
       readonly delay: 'attaching' | 'backoff';
+      /**
+       * 'account': blocked by something that is not the node's fault (ec2/errors.ts); the wait is not charged
+       * to the retry budget, so it never ends in ABANDON — the hook's own lifetime bounds it.
+       */
+      readonly cause?: 'account';
     };
 
 export const done = (summary: string): StepOutcome => ({ kind: 'done', summary });
-export const wait = (reason: string, delay: 'attaching' | 'backoff' = 'backoff'): StepOutcome => ({
+export const wait = (reason: string, delay: 'attaching' | 'backoff' = 'backoff', cause?: 'account'): StepOutcome => ({
   kind: 'wait',
   reason,
   delay,
+  ...(cause ? { cause } : {}),
 });

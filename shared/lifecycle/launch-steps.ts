@@ -1,6 +1,7 @@
 import type { NodeRecord } from '../domain/node.js';
+import { type Ec2ApiError, isEc2Error } from '../ec2/errors.js';
 import type { Ec2Instance } from '../ec2/port.js';
-import { NodeNotFoundError } from '../errors.js';
+import { errorMessage, NodeNotFoundError } from '../errors.js';
 import { METRIC_NAMES } from '../metrics.js';
 import { abandonLaunch } from './abandon.js';
 import { done, type LifecycleDeps, type StepOutcome, wait } from './deps.js';
@@ -23,8 +24,13 @@ export async function advanceEnis(
   switch (outcome.kind) {
     case 'done':
       return complete(deps, event, outcome.node);
-    case 'wait':
-      return wait(outcome.reason, outcome.delay);
+    case 'wait': {
+      const blocked = outcome.failures.map((f) => f.err).find((e) => isEc2Error(e, 'account'));
+      if (!blocked) return wait(outcome.reason, outcome.delay);
+      const reason = accountReason(blocked);
+      await noteBlocked(deps, outcome.node, reason);
+      return wait(reason, 'backoff', 'account');
+    }
     case 'refused':
       return abandonLaunch(deps, event, outcome.node, outcome.reason);
     case 'gone':
@@ -33,10 +39,29 @@ export async function advanceEnis(
   }
 }
 
+/** The reason shown for an error that is not the node's fault: `vpc-lease nodes` and `dlq` print it. */
+export function accountReason(err: Ec2ApiError): string {
+  return `account: EC2 ${err.action} ${err.code} (retrying; not the node's fault): ${errorMessage(err.cause ?? err)}`;
+}
+
+/**
+ * Records on a PROVISIONING node what it waits on (as failureReason; READY clears it), so an operator sees the
+ * cause with `vpc-lease nodes` while the launch retries. Best effort: the retry goes on either way.
+ */
+export async function noteBlocked(deps: LifecycleDeps, node: NodeRecord | undefined, reason: string): Promise<void> {
+  if (!node || (node.phase !== 'PROVISIONING' && node.phase !== 'PENDING') || node.failureReason === reason) return;
+  try {
+    await deps.store.updateNode({ ...node, failureReason: reason, updatedAtMs: deps.clock.nowMs() }, node.version);
+  } catch (err) {
+    deps.logger.warn('could not record why the launch waits', { instanceId: node.instanceId, err: errorMessage(err) });
+  }
+}
+
 async function complete(deps: LifecycleDeps, event: LaunchEvent, node: NodeRecord): Promise<StepOutcome> {
   const pending = node.enis.filter((e) => e.step !== 'LEASED');
   if (pending.length > 0) return wait(`ENIs not leased yet: ${pending.map((e) => e.deviceIndex).join(', ')}`);
-  const ready = await deps.store.updateNode({ ...node, phase: 'READY', updatedAtMs: deps.clock.nowMs() }, node.version);
+  const { failureReason: _waitedOn, ...rest } = node;
+  const ready = await deps.store.updateNode({ ...rest, phase: 'READY', updatedAtMs: deps.clock.nowMs() }, node.version);
   deps.metrics?.add(METRIC_NAMES.launchCompleted, {});
   const outcome = await deps.autoScaling.completeLifecycleAction(event.lifecycle, 'CONTINUE');
   const leases = expectedLeases(ready, deps.config.maxPods).length;

@@ -10,7 +10,7 @@ import { planLaunch } from '../planner/launch-plan.js';
 import { abandonLaunch } from './abandon.js';
 import { done, type LifecycleDeps, type StepOutcome, wait } from './deps.js';
 import type { LaunchEvent } from './events.js';
-import { advanceEnis } from './launch-steps.js';
+import { accountReason, advanceEnis, noteBlocked } from './launch-steps.js';
 import { candidateSubnets } from './subnets.js';
 
 const GONE_STATES = new Set(['shutting-down', 'terminated', 'stopping', 'stopped']);
@@ -60,6 +60,11 @@ export async function runLaunch(deps: LifecycleDeps, event: LaunchEvent): Promis
   } catch (err) {
     if (err instanceof VersionConflictError || err instanceof NodeNotFoundError)
       return wait('node item changed by a concurrent invocation', 'attaching');
+    if (isEc2Error(err, 'account')) {
+      const reason = accountReason(err);
+      await noteBlocked(deps, await deps.store.getNode(arn), reason);
+      return wait(reason, 'backoff', 'account');
+    }
     if (isEc2Error(err) && err.retryable) return wait(`EC2 ${err.action}: ${err.code}`);
     if (isEc2Error(err, 'fatal', 'limit')) return abandonFromError(deps, event, arn, err);
     throw err;

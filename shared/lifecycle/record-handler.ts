@@ -42,7 +42,10 @@ async function settle(deps: LifecycleDeps, event: ActionableEvent, outcome: Step
   const attempt = event.retry.attempt + 1;
   const delayS = delayFor(deps, outcome, attempt);
   const waitedS = event.retry.waitedS ?? 0;
-  if (waitedS + delayS > policy.maxWaitS) {
+  // Waits on the account (IAM propagation, an account quota) are not charged: abandoning would replace the
+  // instance into the same error. The hook bounds them: once it is gone, the heartbeat below says so.
+  const charged = outcome.cause === 'account' ? 0 : delayS;
+  if (waitedS + charged > policy.maxWaitS) {
     const reason = `retries-exhausted: gave up after waiting ${waitedS} s over ${event.retry.attempt} attempts; last: ${outcome.reason}`;
     if (event.kind === 'launch') {
       const arn = instanceArn(event.region, event.accountId, event.instanceId, event.partition);
@@ -60,15 +63,22 @@ async function settle(deps: LifecycleDeps, event: ActionableEvent, outcome: Step
   // Every wait keeps the hook alive: a heartbeat per re-enqueue, so no clock (ours or a simulator's) decides
   // whether the hook outlives a slow EC2 or a busy Lambda.
   if (event.kind !== 'state-change') {
+    let beat: 'done' | 'gone' | undefined;
     try {
-      await deps.autoScaling.recordLifecycleActionHeartbeat(event.lifecycle);
+      beat = await deps.autoScaling.recordLifecycleActionHeartbeat(event.lifecycle);
       heartbeatAtMs = deps.clock.nowMs();
     } catch (err) {
       log.warn('lifecycle heartbeat failed; retrying on the next attempt', { err: errorMessage(err) });
     }
+    // The action is over (timed out or completed elsewhere): Auto Scaling has moved on, and so does the event.
+    // A launch's leftovers go with its instance (terminate flow, DeleteOnTermination, the reconciler).
+    if (beat === 'gone' && outcome.cause === 'account') {
+      log.error('lifecycle action gone while blocked on the account; dropping the event', { reason: outcome.reason });
+      return;
+    }
   }
   await deps.requeue.requeue(
-    requeueBody(event, { attempt, heartbeatAtMs, waitedS: waitedS + delayS, reason: outcome.reason }),
+    requeueBody(event, { attempt, heartbeatAtMs, waitedS: waitedS + charged, reason: outcome.reason }),
     delayS,
   );
   deps.metrics?.add(METRIC_NAMES.requeued, { Flow: event.kind });

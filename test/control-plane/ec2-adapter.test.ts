@@ -15,8 +15,12 @@ describe('Function: classifyEc2Code', () => {
     ['AttachmentLimitExceeded', 400, 'limit'],
     ['PrivateIpAddressLimitExceeded', 400, 'limit'],
     ['InvalidSubnetID.NotFound', 400, 'fatal'],
-    ['UnauthorizedOperation', 403, 'fatal'],
+    ['InvalidParameterValue', 400, 'fatal'],
     ['IdempotentParameterMismatch', 400, 'fatal'],
+    // Not the node's fault: retried, never abandoned.
+    ['UnauthorizedOperation', 403, 'account'],
+    ['NetworkInterfaceLimitExceeded', 400, 'account'],
+    ['SomethingNew', 400, 'account'],
   ])('classifies %s (HTTP %s) as %s', (code, status, kind) => {
     expect(classifyEc2Code(code, status)).toBe(kind);
   });
@@ -138,9 +142,9 @@ describe('Class: SdkEc2 (through the real SDK client against the EC2 simulator)'
     const ec2 = new SdkEc2({ client: h.ec2.client, metrics, clusterName: 'prod-1' });
     h.sim.admin.failNext({ action: 'DeleteNetworkInterface', code: 'UnauthorizedOperation' });
 
-    await expect(ec2.deleteNetworkInterface('eni-0123456789abcdef0')).rejects.toMatchObject({ kind: 'fatal' });
+    await expect(ec2.deleteNetworkInterface('eni-0123456789abcdef0')).rejects.toMatchObject({ kind: 'account' });
 
-    expect(metrics.total('Ec2Errors', { ClusterName: 'prod-1', Kind: 'fatal' })).toBe(1);
+    expect(metrics.total('Ec2Errors', { ClusterName: 'prod-1', Kind: 'account' })).toBe(1);
     expect(metrics.total('Ec2Errors', { ClusterName: 'other' })).toBe(0);
   });
 
@@ -168,10 +172,10 @@ describe('Class: SdkEc2 (through the real SDK client against the EC2 simulator)'
 
     h.sim.admin.failNext({ action: 'CreateTags', code: 'UnauthorizedOperation' });
     await expect(h.ec2.createTags([eni.eniId], { mark: 'two' })).rejects.toMatchObject({
-      kind: 'fatal',
+      kind: 'account',
       action: 'CreateTags',
     });
-    expect(h.metrics.total('Ec2Errors', { Action: 'CreateTags', Kind: 'fatal' })).toBe(1);
+    expect(h.metrics.total('Ec2Errors', { Action: 'CreateTags', Kind: 'account' })).toBe(1);
   });
 
   it('reads instance limits once per type and keeps them for the container', async () => {

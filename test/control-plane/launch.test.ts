@@ -1,6 +1,7 @@
 import { CreateTagsCommand } from '@aws-sdk/client-ec2';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatViolations } from '../../shared/invariants/checker.js';
+import { createLifecycleRecordHandler } from '../../shared/lifecycle/record-handler.js';
 import { launchEventBody } from './support/events.js';
 import { Harness, type HarnessOptions } from './support/harness.js';
 
@@ -231,6 +232,79 @@ describe('Function: runLaunch (EC2 simulator + dynalite)', () => {
     // The created, never attached ENIs were deleted rather than leaked.
     expect(await h.ec2.describeNetworkInterfaces({ tags: { 'vpc-lease:instance-id': id } })).toHaveLength(0);
     await expectClean(h);
+  });
+
+  describe("errors that are not the node's fault", () => {
+    // A budget of 3 s of waits: charged waits would ABANDON after three failures; these six must not.
+    const budget = { maxWaitS: 3, attachingDelayS: 1, backoffBaseS: 1, backoffMaxS: 1 };
+
+    it.each([
+      ['CreateNetworkInterface', 'UnauthorizedOperation'],
+      ['CreateNetworkInterface', 'NetworkInterfaceLimitExceeded'],
+      ['AttachNetworkInterface', 'SomeCodeThisVersionDoesNotKnow'],
+    ])('retries %s %s with back-off and heartbeats, shows the cause, never ABANDONs', async (action, code) => {
+      await start({ retry: budget });
+      h.sim.admin.failNext({ action, code, count: 6 });
+      const id = h.launchInstance('m5.large');
+      const body = launchEventBody(id);
+
+      await createLifecycleRecordHandler(h.deps())(body);
+      const waiting = await h.store.getNode(h.instanceArnOf(id));
+      expect(waiting?.phase).toBe('PROVISIONING');
+      expect(waiting?.failureReason).toMatch(new RegExp(`^account: EC2 ${action} ${code} \\(retrying`));
+      const marker = JSON.parse(h.requeue.queued[0]!.body).vpcLease;
+      expect(marker).toMatchObject({ attempt: 1, waitedS: 0 });
+      expect(h.requeue.queued[0]!.delayS).toBeGreaterThanOrEqual(1);
+
+      await h.drive(h.requeue.queued[0]!.body);
+      const node = await h.store.getNode(h.instanceArnOf(id));
+      expect(node?.phase).toBe('READY');
+      expect(node?.failureReason).toBeUndefined();
+      expect(h.autoScaling.resultFor(id)).toEqual(['CONTINUE']);
+      // One heartbeat per wait: three account waits (two ENIs fail per attempt) at least.
+      expect(h.autoScaling.heartbeats.length).toBeGreaterThanOrEqual(3);
+      // What the alarm watches (infra/construct/launch-template.ts): EC2 errors of kind `account`.
+      expect(h.metrics.total('Ec2Errors', { Action: action, Kind: 'account' })).toBe(6);
+      await expectClean(h);
+    });
+
+    it('drops the event once the lifecycle action is gone, instead of retrying for ever', async () => {
+      await start({ retry: budget });
+      h.sim.admin.failNext({ action: 'CreateNetworkInterface', code: 'UnauthorizedOperation', count: 50 });
+      const id = h.launchInstance('m5.large');
+      const body = launchEventBody(id);
+      await createLifecycleRecordHandler(h.deps())(body);
+      const ref = JSON.parse(body).detail;
+      // The hook timed out meanwhile (Auto Scaling applied its default result).
+      await h.autoScaling.completeLifecycleAction(
+        {
+          autoScalingGroupName: ref.AutoScalingGroupName,
+          hookName: ref.LifecycleHookName,
+          token: ref.LifecycleActionToken,
+          instanceId: id,
+        },
+        'ABANDON',
+      );
+      const before = h.requeue.queued.length;
+      await createLifecycleRecordHandler(h.deps())(h.requeue.queued[0]!.body);
+      expect(h.requeue.queued).toHaveLength(before);
+      expect(h.metrics.total('LaunchAbandoned', {})).toBe(0);
+    });
+
+    it('still ABANDONs, with the code recorded, when the request can never succeed (negative control)', async () => {
+      await start({ retry: budget });
+      h.sim.admin.failNext({ action: 'CreateNetworkInterface', code: 'InvalidParameterValue', count: 6 });
+      const id = h.launchInstance('m5.large');
+      await h.drive(launchEventBody(id));
+
+      const node = await h.store.getNode(h.instanceArnOf(id));
+      expect(node?.phase).toBe('FAILED');
+      expect(node?.failureReason).toMatch(/^fatal: CreateNetworkInterface InvalidParameterValue/);
+      expect(h.autoScaling.resultFor(id)).toEqual(['ABANDON']);
+      // Both ENIs' creates were refused in the same step.
+      expect(h.metrics.total('Ec2Errors', { Action: 'CreateNetworkInterface', Kind: 'fatal' })).toBe(2);
+      await expectClean(h);
+    });
   });
 
   it('abandons with the EC2 code as reason when a configured pod subnet does not exist', async () => {

@@ -289,14 +289,18 @@ describe('Construct: VpcLeaseAllocator', () => {
       expect(expressions).toContain(
         `SELECT SUM(Ec2Errors) FROM "${METRIC_NAMESPACE}" WHERE ${CLUSTER_DIMENSION} = 'prod-1' AND Kind = 'throttling'`,
       );
+      // Errors that are not a node's fault are retried without end, so they alarm at the first one.
+      expect(expressions).toContain(
+        `SELECT SUM(Ec2Errors) FROM "${METRIC_NAMESPACE}" WHERE ${CLUSTER_DIMENSION} = 'prod-1' AND Kind = 'account'`,
+      );
       // Invariant 8: a lease a node wrote and the control plane refused pages someone.
       expect(METRIC_NAMES.untrustedLeasesRejected).toBe(EMITTED.untrustedLeaseRejected);
       expect(expressions).toContain(
         `SELECT SUM(UntrustedLeaseRejected) FROM "${METRIC_NAMESPACE}" WHERE ${CLUSTER_DIMENSION} = 'prod-1'`,
       );
       for (const expression of expressions) expect(expression).toMatch(/WHERE ClusterName = 'prod-1'/);
-      // DLQ + four custom + one errors alarm per function.
-      template.resourceCountIs('AWS::CloudWatch::Alarm', 8);
+      // DLQ + four custom + account errors + one errors alarm per function.
+      template.resourceCountIs('AWS::CloudWatch::Alarm', 9);
     });
 
     it('builds one dashboard showing the alarms and the custom metrics', () => {

@@ -17,7 +17,11 @@ describe('install', () => {
   let binDir: string;
   let confDir: string;
   const args = (...extra: string[]) =>
-    installOptionsFromArgs(['--bin-dir', binDir, '--conf-dir', confDir, ...extra], {}, source);
+    installOptionsFromArgs(
+      ['--bin-dir', binDir, '--conf-dir', confDir, '--service-cidrs', '10.96.0.0/12', ...extra],
+      {},
+      source,
+    );
   const conflist = () => JSON.parse(readFileSync(join(confDir, '10-vpc-lease.conflist'), 'utf8'));
 
   beforeEach(() => {

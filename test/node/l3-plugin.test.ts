@@ -114,6 +114,42 @@ describe.skipIf(skip)('vpc-lease-cni in L3/L3S with the host veth (private host 
     for (const p of pods) expect((await f.run('DEL', p, conf(mode))).code).toBe(0);
   });
 
+  it('l3: a repeated ADD re-verifies rule, table route, host veth and link, and rebuilds what is broken', async () => {
+    const pod = { containerId: 'readd-l3', netns: f.addNetns() };
+    const add = await f.run('ADD', pod, conf('l3'));
+    expect(add.code, add.stdout).toBe(0);
+    const podAddress = podIp(add.json);
+    const veth = hostVethName(pod.containerId, 'eth0');
+    const intact = hostState();
+    expect(intact.rules).toHaveLength(1);
+    const readd = async (): Promise<void> => {
+      const again = await f.run('ADD', pod, conf('l3'));
+      expect(again.code, again.stdout).toBe(0);
+      // The same lease, and the whole attachment as the first ADD left it.
+      expect(podIp(again.json)).toBe(podAddress);
+      expect(hostState()).toEqual(intact);
+      const check = await f.run('CHECK', pod, { ...conf('l3'), prevResult: again.json });
+      expect(check.code, check.stdout).toBe(0);
+      expect(ping(undefined, podAddress)).toBe(true);
+    };
+    const breaks: [string, () => void][] = [
+      ['the pod rule', () => ip('rule', 'del', 'from', podAddress, 'lookup', TABLE)],
+      ['the table route', () => ip('route', 'flush', 'table', TABLE)],
+      ['the host veth', () => ip('link', 'del', veth)],
+      ['the host route to the pod', () => ip('route', 'del', podAddress, 'dev', veth)],
+      ['the pod link', () => ip('-n', pod.netns.split('/').pop()!, 'link', 'del', 'eth0')],
+    ];
+    for (const [what, breakIt] of breaks) {
+      breakIt();
+      // The break is real: CHECK sees it before the repeated ADD repairs it.
+      const broken = await f.run('CHECK', pod, { ...conf('l3'), prevResult: add.json });
+      expect(broken.json, what).toMatchObject({ code: 101 });
+      await readd();
+    }
+    expect((await f.run('DEL', pod, conf('l3'))).code).toBe(0);
+    expect(hostState()).toEqual(empty);
+  }, 120_000);
+
   it('DEL without the journal record still removes the rule and the table route (address from the store)', async () => {
     const pod = { containerId: 'no-record', netns: f.addNetns() };
     const add = await f.run('ADD', pod, conf('l3'));

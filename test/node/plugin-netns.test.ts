@@ -163,7 +163,8 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
       expect(await holderOf(p.containerId)).toBeUndefined();
       expect(f.podLinks(p.netns)).toEqual([]);
     }
-  });
+    // 64 plugin processes: on 2 shared cores under other suites' load this takes over 30 s.
+  }, 120_000);
 
   describe('with a failure injected after each step', () => {
     it.each(FAULT_STEPS.map((s) => [s]))('leaves no link, claim or record behind when %s fails', async (step) => {
@@ -228,7 +229,7 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
     });
   });
 
-  it('keeps to its request budget: ADD 2, repeated ADD 1, DEL 1 DynamoDB request and no IMDS call once cached', async () => {
+  it('keeps to its request budget: ADD 1 after a DEL, repeated ADD 1, DEL 1 DynamoDB request and no IMDS call once cached', async () => {
     const proxy = await startCountingProxy(f.dynalite.endpoint);
     try {
       const conf = f.netconf('1.0.0', { dynamoEndpoint: proxy.endpoint });
@@ -243,7 +244,8 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
         return [...proxy.operations];
       };
       expect(await calls('DEL')).toEqual(['UpdateItem']);
-      expect(await calls('ADD')).toEqual(['Query', 'UpdateItem']);
+      // The DEL left a claim hint (node/store/claim-hints.ts): the next ADD claims that lease with no Query.
+      expect(await calls('ADD')).toEqual(['UpdateItem']);
       expect(await calls('ADD')).toEqual(['GetItem']);
       expect(await calls('DEL')).toEqual(['UpdateItem']);
       // No record left: DEL asks who holds the attachment, finds nobody, and succeeds.

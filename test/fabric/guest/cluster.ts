@@ -51,6 +51,8 @@ export class Cluster {
   /** Per configuration (stopped by stopWorkloads) and for the whole run (stopped by close). */
   private readonly children: ChildProcess[] = [];
   private readonly lasting: ChildProcess[] = [];
+  /** kube-proxy's jumps from the built-in chains are ensured once per node. */
+  readonly jumpsApplied = new Set<string>();
 
   constructor(
     readonly nodes: readonly FabricNode[],
@@ -125,7 +127,8 @@ export class Cluster {
     };
     for (let attempt = 1; ; attempt++) {
       const r = await nodeExec(node, ['/opt/cni/bin/vpc-lease-cni'], env, netconf);
-      if (r.code === 0 || attempt >= 3 || r.json?.['code'] !== 11) return r;
+      if (r.code === 0 || attempt >= 6 || r.json?.['code'] !== 11) return r;
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
     }
   }
 

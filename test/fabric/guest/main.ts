@@ -316,19 +316,25 @@ async function addPods(
   config: string,
   podsOut: Pod[],
 ): Promise<string | undefined> {
-  for (let i = 0; i < 4; i++) {
-    const ns = `${config}-${node.name}-${i}`.replace(/\//g, '-');
-    const id = `${ns}-cid`;
-    addPodNetns(ns);
-    const override = i === 3 ? { hostVeth: false, serviceCidrs: [] } : {};
-    const r = await cluster.plugin(node.name, 'ADD', id, ns, override);
-    if (r.code !== 0) return `ADD of ${ns} exited ${r.code}: ${short(r.stdout + r.stderr)}`;
+  // In parallel, as kubelet starts pods; roles are given after, from where each address landed.
+  const runs = await Promise.all(
+    [0, 1, 2, 3].map(async (i) => {
+      const ns = `${config}-${node.name}-${i}`.replace(/\//g, '-');
+      const id = `${ns}-cid`;
+      addPodNetns(ns);
+      const override = i === 3 ? { hostVeth: false, serviceCidrs: [] } : {};
+      return { ns, id, i, r: await cluster.plugin(node.name, 'ADD', id, ns, override) };
+    }),
+  );
+  const errors: string[] = [];
+  for (const { ns, id, i, r } of runs) {
     const address = ((r.json?.['ips'] as { address: string }[] | undefined)?.[0]?.address ?? '').split('/')[0]!;
     const eni = ownerOf(cluster.nodes, address);
-    if (!eni) return `ADD of ${ns} returned ${address}, which no ENI owns`;
-    podsOut.push({ ns, id, ip: address, eni, name: i === 3 ? `${node.name}-noveth` : '' });
+    if (r.code !== 0) errors.push(`ADD of ${ns} exited ${r.code}: ${short(r.stdout + r.stderr)}`);
+    else if (!eni) errors.push(`ADD of ${ns} returned ${address}, which no ENI owns`);
+    else podsOut.push({ ns, id, ip: address, eni, name: i === 3 ? `${node.name}-noveth` : '' });
   }
-  return undefined;
+  return errors[0];
 }
 
 function roles(node: FabricNode, pods: Pod[]): NodePods {
@@ -390,8 +396,9 @@ async function runConfig(
       const np = p[n.name]!;
       for (const pod of [np.client, np.same, np.other]) cluster.web(pod.ns, pod.name);
       const rules = kubeProxyRules(services(p), { clusterCidr: VPC_CIDR, nodeName: n.name });
-      const jumps = firstConfig
-        ? [
+      const jumps = cluster.jumpsApplied.has(n.name)
+        ? ''
+        : [
             '*filter',
             ...KUBE_JUMPS.filter(([t]) => t === 'filter').map(([, r]) => `-A ${r}`),
             'COMMIT',
@@ -399,8 +406,8 @@ async function runConfig(
             ...KUBE_JUMPS.filter(([t]) => t === 'nat').map(([, r]) => `-A ${r}`),
             'COMMIT',
             '',
-          ].join('\n')
-        : '';
+          ].join('\n');
+      cluster.jumpsApplied.add(n.name);
       restore(n.name, rules);
       if (jumps) restore(n.name, jumps);
     }

@@ -1,0 +1,34 @@
+import type { Datapath, PodLinkSpec, PodLinkState } from './port.js';
+
+export interface AttachmentCheck {
+  /** Everything that differs from what ADD builds; empty when the attachment is intact. */
+  readonly problems: readonly string[];
+  /** The pod's link as the kernel has it, when it exists. */
+  readonly link?: PodLinkState;
+}
+
+/**
+ * The whole attachment against what ADD builds for `spec`: the ENI's interface on the host, the pod's link (kind,
+ * up, address, default route), and what `spec.routing` asks for (the L3/L3S rule and table route, the host veth
+ * and its routes). CHECK reports the problems; a repeated ADD rebuilds when there are any.
+ */
+export async function verifyAttachment(
+  datapath: Datapath,
+  spec: PodLinkSpec,
+  linkKind: string,
+): Promise<AttachmentCheck> {
+  if (!(await datapath.hasMaster(spec.masterMac)))
+    return { problems: [`no host interface has the ENI's MAC ${spec.masterMac}`] };
+  const link = await datapath.inspect(spec.netnsPath, spec.ifName);
+  if (!link) return { problems: [`link ${spec.ifName} is missing in ${spec.netnsPath}`] };
+  const cidr = `${spec.ip}/${spec.prefixLength}`;
+  const problems: string[] = [];
+  if (link.kind !== linkKind) problems.push(`link ${spec.ifName} is ${link.kind ?? 'unknown'}, not ${linkKind}`);
+  if (!link.up) problems.push(`link ${spec.ifName} is down`);
+  if (!link.addresses.includes(cidr))
+    problems.push(`link ${spec.ifName} lacks ${cidr} (has ${link.addresses.join(', ') || 'none'})`);
+  if (link.defaultGateway !== spec.gateway)
+    problems.push(`default route is via ${link.defaultGateway ?? 'nothing'}, not ${spec.gateway}`);
+  if (spec.routing) problems.push(...(await datapath.inspectRouting({ ...spec, mtu: link.mtu })));
+  return { problems, link };
+}
