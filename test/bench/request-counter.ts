@@ -91,13 +91,16 @@ export async function startRequestCounter(
         res.writeHead(500, { 'content-type': 'application/json' }).end('{"__type":"InternalFailure"}');
         return;
       }
-      const measure = options.capacity === true && CAPACITY_OPERATIONS.has(op);
+      // A node's session-signed request passes byte for byte: the enforcing endpoint checks its body's signature.
+      const measure =
+        options.capacity === true && CAPACITY_OPERATIONS.has(op) && req.headers['x-amz-security-token'] === undefined;
       if (measure) {
         const input = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
         input['ReturnConsumedCapacity'] = 'TOTAL';
         body = Buffer.from(JSON.stringify(input));
       }
-      const headers = { ...req.headers, host: target.host, 'content-length': String(body.length) };
+      // The client's Host stays: the IAM-enforcing endpoint behind verifies the SigV4 signature made over it.
+      const headers = { ...req.headers, host: req.headers.host ?? target.host, 'content-length': String(body.length) };
       const forward = request(
         { host: target.hostname, port: target.port, method: req.method, path: req.url, headers },
         (up) => {

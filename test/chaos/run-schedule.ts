@@ -170,7 +170,8 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
       const api = new LightDynamoClient({
         endpoint: c.dynamo.endpoint,
         region: c.cloud.region,
-        credentials: async () => ({ accessKeyId: 'node', secretAccessKey: 'node' }),
+        // The node's own instance-profile session: its requests go through the enforcing endpoint's node policy.
+        credentials: async () => c.cloud.nodeSession(ready.instanceId).credentials,
         maxAttempts: 8,
         // A 2 s budget per request is a wall-clock verdict that a loaded machine fails; the store's own
         // retries are what is under test.
@@ -181,6 +182,9 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
       kubeletPods = k.pods;
       if (k.duplicates > 0) violations.push(`invariant 1: ${k.duplicates} duplicate address holdings`);
       if (k.leftClaimed > 0) violations.push(`lost leases: ${k.leftClaimed} still CLAIMED after every DEL`);
+      const iam = c.cloud.iam.counts;
+      if (iam.allowed === 0) violations.push('invariant 7: the kubelets never went through the node policy');
+      if (iam.denied > 0) violations.push(`invariant 7: ${iam.denied} node requests denied by the node policy`);
     }
 
     // Lift the faults; late events arrive after everything settled (reordered after later ones).
