@@ -124,7 +124,7 @@ export class Cluster {
       CNI_NETNS: `/var/run/netns/${netns}`,
       CNI_IFNAME: 'eth0',
       CNI_PATH: '/opt/cni/bin',
-      AWS_ENDPOINT_URL_DYNAMODB: this.dynalite!.endpoint,
+      AWS_ENDPOINT_URL_DYNAMODB: `http://127.0.0.1:${DYNAMO_PORT}`,
     };
     for (let attempt = 1; ; attempt++) {
       const r = await nodeExec(node, ['/opt/cni/bin/vpc-lease-cni'], env, netconf);
