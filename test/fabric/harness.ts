@@ -14,17 +14,7 @@ export type { CellResult };
  * Cells that cannot work in some configuration, with the reason (README and report). A FAIL in any other cell
  * fails the suite; an expected FAIL that starts to pass fails it too, so this list cannot go stale.
  */
-export const UNSUPPORTED: readonly { readonly config: RegExp; readonly cell: RegExp; readonly why: string }[] = [
-  {
-    config: /^l3s?\/(boot|pod)$/,
-    cell: /ClusterIP → pod on the same node|NodePort from outside, externalTrafficPolicy Local/,
-    why:
-      'KNOWN BUG, diagnosed, fix committed but not re-run in the VM: both veth ends are unnumbered, and the ' +
-      'kernel drops a packet on an address-less interface whose reverse route leaves elsewhere, loose ' +
-      'rp_filter or not. Host end: in L3/L3S the reverse lookup hits the backend pod’s `from <ip>` rule (into ' +
-      'its ENI); pod end: the route back to a NodePort client is the ipvlan link.',
-  },
-];
+export const UNSUPPORTED: readonly { readonly config: RegExp; readonly cell: RegExp; readonly why: string }[] = [];
 
 export interface FabricRun {
   readonly results: CellResult[];

@@ -10,7 +10,9 @@ export interface DynaliteHandle {
  * A real DynamoDB API server on a random port, in memory unless `path` is given; on 127.0.0.1 unless `host` says
  * otherwise (the VM's fabric serves it to the node namespaces).
  */
-export async function startDynalite(options: { path?: string; host?: string } = {}): Promise<DynaliteHandle> {
+export async function startDynalite(
+  options: { path?: string; host?: string; port?: number } = {},
+): Promise<DynaliteHandle> {
   const server = dynalite({
     createTableMs: 0,
     deleteTableMs: 0,
@@ -19,7 +21,7 @@ export async function startDynalite(options: { path?: string; host?: string } = 
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, options.host ?? '127.0.0.1', () => resolve());
+    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
   });
   const { port } = server.address() as AddressInfo;
   return {

@@ -1,5 +1,6 @@
 import { createSocket } from 'node:dgram';
 import { createServer } from 'node:http';
+import { connect, createServer as createTcpServer } from 'node:net';
 
 /**
  * Workloads that busybox cannot play, run as `node guest.mjs agent <kind> <name>` inside a namespace:
@@ -34,7 +35,24 @@ function dnsReply(query: Buffer): Buffer | undefined {
   return Buffer.concat([header, question, answer]);
 }
 
+/** The port the fabric's DynamoDB listens on, and each node's loopback relay to it. */
+export const DYNAMO_PORT = 8000;
+
 export function runAgent(kind: string, name: string): void {
+  if (kind === 'relay') {
+    // The plugin speaks plain http only to loopback (credentials): the node's loopback relays to the fabric.
+    createTcpServer((client) => {
+      const upstream = connect(DYNAMO_PORT, name);
+      client.pipe(upstream).pipe(client);
+      const drop = (): void => {
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on('error', drop);
+      upstream.on('error', drop);
+    }).listen(DYNAMO_PORT, '127.0.0.1', () => console.log('ready'));
+    return;
+  }
   if (kind === 'dns') {
     const socket = createSocket('udp4');
     socket.on('message', (msg, from) => {

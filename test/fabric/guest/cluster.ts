@@ -15,6 +15,7 @@ import { type DynaliteHandle, startDynalite } from '../../support/dynalite.js';
 import type { PluginRun } from '../../support/plugin-process.js';
 import { createTable } from '../../vm/guest/guest-node.js';
 import { type Eni, type FabricNode, SUBNET_BOOT } from '../topology.js';
+import { DYNAMO_PORT } from './agent.js';
 import { exec, ip } from './net.js';
 
 export const ROOT = '/tmp/fabric';
@@ -78,7 +79,7 @@ export class Cluster {
   /** A fresh lease table for one configuration: the given addresses FREE on their ENIs. */
   async resetLeases(leases: readonly { eni: Eni; ip: string }[]): Promise<void> {
     await this.dynalite?.close();
-    this.dynalite = await startDynalite({ host: SUBNET_BOOT.gateway });
+    this.dynalite = await startDynalite({ host: SUBNET_BOOT.gateway, port: DYNAMO_PORT });
     await createTable(this.dynalite.endpoint, TABLE);
     const api = new LightDynamoClient({
       endpoint: this.dynalite.endpoint,
@@ -123,7 +124,7 @@ export class Cluster {
       CNI_NETNS: `/var/run/netns/${netns}`,
       CNI_IFNAME: 'eth0',
       CNI_PATH: '/opt/cni/bin',
-      AWS_ENDPOINT_URL_DYNAMODB: this.dynalite!.endpoint,
+      AWS_ENDPOINT_URL_DYNAMODB: `http://127.0.0.1:${DYNAMO_PORT}`,
     };
     for (let attempt = 1; ; attempt++) {
       const r = await nodeExec(node, ['/opt/cni/bin/vpc-lease-cni'], env, netconf);

@@ -18,6 +18,7 @@ import {
   ownerOf,
   podEnis,
   SERVICE_CIDR,
+  SUBNET_BOOT,
   type SubnetKind,
   TRAP_IP,
   UNASSIGNED_SOURCE,
@@ -502,6 +503,7 @@ async function main(): Promise<void> {
   const outside = startAgent(cluster, 'outside', 'web', 'outside', true);
   for (const n of nodes) cluster.web(n.name, n.name, HOST_PORT, true);
   await outside;
+  for (const n of nodes) await startAgent(cluster, n.name, 'relay', SUBNET_BOOT.gateway, true);
   try {
     await runCells('install', installCells(cluster, imds, nodes), out);
     save();
