@@ -8,7 +8,7 @@ import { type FabricRun, formatMatrix, runFabric, unsupportedReason } from './ha
  * runs more, and `npm run fabric` runs all six and prints the table.
  *
  * The VPC fabric matrix in one VM boot (real ipvlan, two nodes, kube-proxy's rules, the built plugin installed by
- * the installer). A FAIL fails the suite unless harness.ts's UNSUPPORTED documents it (empty today).
+ * the installer). A FAIL fails the suite unless harness.ts's UNSUPPORTED documents it.
  */
 const skipReason = missing('vm', 'root');
 const ALL = ['l2/boot', 'l2/pod', 'l3/boot', 'l3/pod', 'l3s/boot', 'l3s/pod'];
