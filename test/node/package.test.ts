@@ -4,6 +4,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildCni, buildSea } from '../../infra/build.js';
 import { missing } from '../support/capabilities.js';
+import { runWithoutNode } from '../support/plugin-process.js';
 import { NodeFixture, runProcess } from './support/node-fixture.js';
 
 /** The built artefact as a runtime and the DaemonSet's init container see it: outside the repo, no node_modules. */
@@ -104,41 +105,15 @@ describe('the built vpc-lease-cni', () => {
   });
 });
 
-/**
- * Runs `file args` in a private mount namespace in which every Node binary this machine has is masked with
- * /dev/null and PATH names no directory holding one: a host without Node.js, as on AL2023 or Bottlerocket.
- * The script is fixed; paths and arguments reach it only as positional parameters.
- */
-const MASK_AND_EXEC = 'while [ "$1" != -- ]; do mount --bind /dev/null "$1"; shift; done; shift; exec "$@"';
+/** Every Node binary this machine has: masked in the namespace that stands for a node without Node.js. */
 const NODE_BINARIES = [
   '/usr/bin/node',
   '/usr/local/bin/node',
   resolve('node_modules/.bin/node'),
   realpathSync(process.execPath),
 ].filter((p) => existsSync(p));
-const NO_NODE_PATH = '/usr/sbin:/usr/bin:/sbin:/bin';
-
-function withoutNode(file: string, args: readonly string[], env: Record<string, string>, stdin: string) {
-  return runProcess(
-    'unshare',
-    [
-      '--mount',
-      '--propagation',
-      'private',
-      '--',
-      'sh',
-      '-c',
-      MASK_AND_EXEC,
-      'sh',
-      ...NODE_BINARIES,
-      '--',
-      file,
-      ...args,
-    ],
-    { ...env, PATH: NO_NODE_PATH },
-    stdin,
-  );
-}
+const withoutNode = (file: string, args: readonly string[], env: Record<string, string>, stdin: string) =>
+  runWithoutNode(NODE_BINARIES, file, args, env, stdin);
 
 const seaSkip = missing('root', 'netns');
 

@@ -42,3 +42,39 @@ export function runPluginProcess(
     child.stdin.end(stdin);
   });
 }
+
+/** The fixed script: every path before `--` gets /dev/null bound over it, then the rest is exec'd. */
+const MASK_AND_EXEC = 'while [ "$1" != -- ]; do mount --bind /dev/null "$1"; shift; done; shift; exec "$@"';
+
+/**
+ * Runs `file args` like runPluginProcess, but in a private mount namespace where each of `masked` (the Node
+ * binaries) is /dev/null and PATH holds none: a host without Node.js, as on AL2023 or Bottlerocket. Paths and
+ * arguments reach the script only as positional parameters.
+ */
+export function runWithoutNode(
+  masked: readonly string[],
+  file: string,
+  args: readonly string[],
+  env: Record<string, string>,
+  stdin: string,
+): Promise<PluginRun> {
+  return runPluginProcess(
+    'unshare',
+    [
+      '--mount',
+      '--propagation',
+      'private',
+      '--',
+      'sh',
+      '-c',
+      MASK_AND_EXEC,
+      'sh',
+      ...new Set(masked),
+      '--',
+      file,
+      ...args,
+    ],
+    { ...env, PATH: '/usr/sbin:/usr/bin:/sbin:/bin' },
+    stdin,
+  );
+}

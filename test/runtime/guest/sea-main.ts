@@ -5,7 +5,7 @@
  */
 import { existsSync, mkdirSync, readdirSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
-import { runPluginProcess } from '../../support/plugin-process.js';
+import { runWithoutNode } from '../../support/plugin-process.js';
 import { GuestNode, ip } from '../../vm/guest/guest-node.js';
 import { type GuestCase, runGuestCases } from '../../vm/guest/runner.js';
 
@@ -15,28 +15,9 @@ if (!resultFile || !sea) {
   process.exit(2);
 }
 
-const MASK_AND_EXEC = 'while [ "$1" != -- ]; do mount --bind /dev/null "$1"; shift; done; shift; exec "$@"';
 const nodes = ['/usr/bin/node', '/usr/local/bin/node', realpathSync(process.execPath)].filter((p) => existsSync(p));
 const withoutNode = (file: string, args: string[], env: Record<string, string>, stdin: string) =>
-  runPluginProcess(
-    'unshare',
-    [
-      '--mount',
-      '--propagation',
-      'private',
-      '--',
-      'sh',
-      '-c',
-      MASK_AND_EXEC,
-      'sh',
-      ...new Set(nodes),
-      '--',
-      file,
-      ...args,
-    ],
-    { ...env, PATH: '/usr/sbin:/usr/bin:/sbin:/bin' },
-    stdin,
-  );
+  runWithoutNode(nodes, file, args, env, stdin);
 
 function check(ok: boolean, what: string): void {
   if (!ok) throw new Error(what);
