@@ -81,8 +81,9 @@ async function get(ns: string | undefined, url: string, seconds = 12): Promise<{
     : { why: r.code === 124 ? 'timed out' : short(r.stderr) || `exit ${r.code}` };
 }
 
+/** Three echoes, any answer counts: a lone first packet lost to neighbour resolution is not a dead path. */
 async function ping(ns: string | undefined, target: string, extra: readonly string[] = []): Promise<boolean> {
-  const r = await exec(ns, ['busybox', 'ping', '-c', '1', '-W', '8', ...extra, target]);
+  const r = await exec(ns, ['busybox', 'ping', '-c', '3', '-W', '8', ...extra, target]);
   return r.code === 0;
 }
 
