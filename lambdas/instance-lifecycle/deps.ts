@@ -2,7 +2,7 @@ import { SdkAutoScaling } from '../../shared/autoscaling/sdk-autoscaling.js';
 import { systemClock } from '../../shared/clock.js';
 import { controlPlaneConfigFromEnv } from '../../shared/config/control-plane.js';
 import { createSdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
-import { budgetedEc2FromEnv } from '../../shared/ec2/budget-env.js';
+import { ATTACH_WAIT_ENV, budgetedEc2FromEnv } from '../../shared/ec2/budget-env.js';
 import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
 import { ValidationError } from '../../shared/errors.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
@@ -13,6 +13,17 @@ import { SqsRequeue } from '../../shared/queue/requeue.js';
 
 /** The queue the function re-enqueues waiting work to: its own event source queue. */
 export const QUEUE_URL_ENV = 'VPC_LEASE_QUEUE_URL';
+/** EC2 attaches an ENI in a few seconds; one look after this catches most of them. */
+const DEFAULT_ATTACH_WAIT_MS = 3000;
+
+function attachWaitMsOf(env: NodeJS.ProcessEnv): number {
+  const raw = env[ATTACH_WAIT_ENV];
+  if (raw === undefined || raw === '') return DEFAULT_ATTACH_WAIT_MS;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0 || value > 20_000)
+    throw new ValidationError(`${ATTACH_WAIT_ENV} must be an integer of ms in [0, 20000], got ${raw}`);
+  return value;
+}
 
 /**
  * Everything the function needs, built once per container from its environment and reused by every
@@ -36,5 +47,6 @@ export function lifecycleDepsFromEnv(env: NodeJS.ProcessEnv = process.env): Life
     autoScaling: new SdkAutoScaling({ metrics }),
     store: new DynamoLeaseStore({ api, tableName: config.tableName }),
     requeue: new SqsRequeue(queueUrl),
+    attachWaitMs: attachWaitMsOf(env),
   };
 }

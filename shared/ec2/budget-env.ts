@@ -13,6 +13,8 @@ export const EC2_BUDGET_ENV = 'VPC_LEASE_EC2_BUDGET';
 export const EC2_BUDGET_RATE_SCALE_ENV = 'VPC_LEASE_EC2_BUDGET_RATE_SCALE';
 /** Part of each EC2 refill rate the budget hands out (0 < x ≤ 1; default 1), for accounts shared with tools. */
 export const EC2_BUDGET_RATE_SHARE_ENV = 'VPC_LEASE_EC2_BUDGET_RATE_SHARE';
+/** Real ms the lifecycle Lambda waits inline for its new attachments before re-enqueuing (deps.attachWaitMs). */
+export const ATTACH_WAIT_ENV = 'VPC_LEASE_ATTACH_WAIT_MS';
 
 export interface BudgetWiring {
   readonly ec2: Ec2Port;
@@ -54,10 +56,12 @@ export function budgetedEc2FromEnv(env: NodeJS.ProcessEnv, wiring: BudgetWiring)
 }
 
 /**
- * The budget's environment for a local cloud at `timeScale` (real ms per AWS ms): its refill rates follow the
+ * The budget's (and the inline attach wait's) environment for a local cloud at `timeScale` (real ms per AWS ms): its refill rates follow the
  * simulator's buckets, which refill 1/timeScale times faster in real time; at 0 they refill instantly.
  */
 export function localBudgetEnv(timeScale: number, on: boolean): Record<string, string> {
-  if (!on || timeScale <= 0) return { [EC2_BUDGET_ENV]: 'off' };
-  return { [EC2_BUDGET_ENV]: 'on', [EC2_BUDGET_RATE_SCALE_ENV]: String(1 / timeScale) };
+  // The lifecycle Lambda's inline wait for attachments follows the simulator's pace too (3 AWS seconds).
+  const pace = { [ATTACH_WAIT_ENV]: String(Math.round(3000 * Math.max(0, timeScale))) };
+  if (!on || timeScale <= 0) return { ...pace, [EC2_BUDGET_ENV]: 'off' };
+  return { ...pace, [EC2_BUDGET_ENV]: 'on', [EC2_BUDGET_RATE_SCALE_ENV]: String(1 / timeScale) };
 }

@@ -39,6 +39,12 @@ export interface LifecycleDeps {
   readonly logger: Logger;
   readonly metrics?: Metrics;
   readonly retry?: RetryPolicy;
+  /**
+   * Real ms a launch waits inside the invocation for attachments it just started, then looks once more before
+   * re-enqueuing (default 0: re-enqueue at once). A re-enqueued launch queues behind every newer event, so
+   * at scale this short wait finishes launches in one invocation, in arrival order.
+   */
+  readonly attachWaitMs?: number;
   /** Jitter source in [0, 1) (tests pin it). */
   readonly random?: () => number;
 }

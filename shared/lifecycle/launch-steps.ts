@@ -21,7 +21,12 @@ export async function advanceEnis(
   start: NodeRecord,
   instance: Ec2Instance | undefined,
 ): Promise<StepOutcome> {
-  const outcome = await advancePodEnis(deps, start, instance, { minLeases: deps.config.minLeases });
+  const waitMs = deps.attachWaitMs ?? 0;
+  const outcome = await advancePodEnis(deps, start, instance, {
+    minLeases: deps.config.minLeases,
+    // One look right after attaching, one more after waitMs (the steps' poll interval is the pool's).
+    ...(waitMs > 0 ? { attachPolls: 2, sleep: () => new Promise<void>((r) => setTimeout(r, waitMs)) } : {}),
+  });
   switch (outcome.kind) {
     case 'done':
       return complete(deps, event, outcome.node);

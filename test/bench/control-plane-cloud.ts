@@ -61,6 +61,8 @@ export class ControlPlaneCloud {
   readonly mapping: EventSourceMapping;
   readonly handlerMs: number[] = [];
   readonly deliveries = new Map<string, number>();
+  /** The deps of every Lambda container started so far (`deps` is the first). */
+  readonly containers: LifecycleDeps[] = [];
   inFlight = 0;
   maxInFlight = 0;
   subnetIds: string[] = [];
@@ -89,18 +91,31 @@ export class ControlPlaneCloud {
       [queue],
     );
     Object.assign(process.env, cloud.env, { AWS_ENDPOINT_URL_DYNAMODB: dynamo.endpoint });
-    const base = lifecycleDepsFromEnv({
-      ...process.env,
-      ...controlPlaneConfigToEnv({ tableName: TABLE, clusterName: CLUSTER, logLevel: 'error', ...options.config }),
-      VPC_LEASE_QUEUE_URL: queue.url(),
-      ...localBudgetEnv(options.timeScale, options.ec2Budget ?? true),
-    });
-    this.deps = { ...base, autoScaling: this.recordingAutoScaling(base.autoScaling) };
-    const plain = createLifecycleBatchHandler(this.deps);
+    // One deps per Lambda container, as each container builds its own from the environment: its own SDK
+    // clients, mutation cap and budget queue; the budget's buckets are shared through the table.
+    const containerDeps = (): LifecycleDeps => {
+      const base = lifecycleDepsFromEnv({
+        ...process.env,
+        ...controlPlaneConfigToEnv({ tableName: TABLE, clusterName: CLUSTER, logLevel: 'error', ...options.config }),
+        VPC_LEASE_QUEUE_URL: queue.url(),
+        ...localBudgetEnv(options.timeScale, options.ec2Budget ?? true),
+      });
+      return { ...base, autoScaling: this.recordingAutoScaling(base.autoScaling) };
+    };
+    this.deps = containerDeps();
+    this.containers.push(this.deps);
+    const idle = [createLifecycleBatchHandler(this.deps)];
     const handler = async (event: SQSEvent) => {
       this.inFlight += 1;
       this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
       const start = performance.now();
+      // A warm container if one is idle, else a new one (Lambda scales out up to MaximumConcurrency).
+      let plain = idle.pop();
+      if (!plain) {
+        const deps = containerDeps();
+        this.containers.push(deps);
+        plain = createLifecycleBatchHandler(deps);
+      }
       try {
         if (!options.wrapDeps) return await plain(event);
         // One record per invocation of the wrapped handler, so each gets its own faults.
@@ -115,6 +130,7 @@ export class ControlPlaneCloud {
         }
         return { batchItemFailures: failures };
       } finally {
+        idle.push(plain);
         this.handlerMs.push(performance.now() - start);
         this.inFlight -= 1;
       }

@@ -2,8 +2,11 @@ import { readFileSync } from 'node:fs';
 import { DEFAULT_LATENCY_MS } from '../../infra/local/ec2/latency.js';
 import { DEFAULT_DELAYS } from '../../infra/local/ec2/simulator.js';
 import { parseControlPlaneConfig } from '../../shared/config/control-plane.js';
+import { EC2_BUDGET_ENV } from '../../shared/ec2/budget-env.js';
+import { BudgetedEc2 } from '../../shared/ec2/budgeted-ec2.js';
 import { MUTATING_ACTIONS } from '../../shared/ec2/port.js';
 import { formatViolations } from '../../shared/invariants/checker.js';
+import type { LifecycleDeps } from '../../shared/lifecycle/deps.js';
 import { planLaunch } from '../../shared/planner/launch-plan.js';
 import { limitsOf } from '../control-plane/support/limits.js';
 import { ControlPlaneCloud, waitFor } from './control-plane-cloud.js';
@@ -18,6 +21,8 @@ export interface ScaleBenchOptions {
   readonly timeScale: number;
   readonly maxConcurrency: number;
   readonly seed: number;
+  /** The account's EC2 rate budget in front of EC2 (default on; `VPC_LEASE_EC2_BUDGET=off` for a comparison). */
+  readonly ec2Budget?: boolean;
 }
 
 const throttling = JSON.parse(
@@ -70,6 +75,7 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
     config: { prefixDelegation: options.prefixDelegation },
     maxConcurrency: options.maxConcurrency,
     bigSubnets: options.instances > 150,
+    ec2Budget: options.ec2Budget ?? process.env[EC2_BUDGET_ENV] !== 'off',
   });
   try {
     const t0 = Date.now();
@@ -133,6 +139,8 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
       describeCallsPerNodeByAction: describePerNode,
       requestLimitExceeded: Object.values(throttled).reduce((s, n) => s + n, 0),
       requestLimitExceededByAction: throttled,
+      ec2Budget: budgetStats(c.containers),
+      lambdaContainers: c.containers.length,
       lambdaConcurrencyUsed: c.maxInFlight,
       lambdaInvocations: c.mapping.stats().invocations,
       lambdaRecordsHandled: c.mapping.stats().recordsDeleted + c.mapping.stats().recordsFailed,
@@ -148,4 +156,13 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
   } finally {
     await c.close();
   }
+}
+
+/** The budget's counters summed over the Lambda containers, or 'off'. */
+function budgetStats(containers: readonly LifecycleDeps[]): Record<string, number> | 'off' {
+  const budgets = containers.flatMap((d) => (d.ec2 instanceof BudgetedEc2 ? [d.ec2.budget.stats] : []));
+  if (budgets.length === 0) return 'off';
+  const sum: Record<string, number> = {};
+  for (const stats of budgets) for (const [k, v] of Object.entries(stats)) sum[k] = (sum[k] ?? 0) + v;
+  return sum;
 }

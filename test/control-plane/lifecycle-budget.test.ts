@@ -74,3 +74,24 @@ describe('A launch deferred by the EC2 rate budget', () => {
     expect(budget.stats.deferred).toBeGreaterThan(0);
   });
 });
+
+describe('A launch with an inline attach wait (deps.attachWaitMs)', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    // Attachments take 300 ms of real time here.
+    h = await Harness.start({ config: { minLeases: 4 }, ec2: { timeScale: 1, delays: { attachMs: 300 } } });
+  });
+  afterAll(() => h.close());
+
+  it('finishes in one invocation instead of re-enqueuing behind newer events', async () => {
+    const requeuing = h.launchInstance('m5.large');
+    await createLifecycleRecordHandler(h.deps())(launchEventBody(requeuing));
+    expect(h.requeue.queued.map((q) => JSON.parse(q.body).vpcLease.reason)).toEqual(['attachments in progress']);
+    expect(h.autoScaling.resultFor(requeuing)).toEqual([]);
+
+    const waiting = h.launchInstance('m5.large');
+    await createLifecycleRecordHandler(h.deps(undefined, { attachWaitMs: 600 }))(launchEventBody(waiting));
+    expect(h.autoScaling.resultFor(waiting)).toEqual(['CONTINUE']);
+    expect(h.requeue.queued).toHaveLength(1);
+  });
+});
