@@ -10,7 +10,13 @@ import { planLaunch } from '../planner/launch-plan.js';
 import { abandonLaunch } from './abandon.js';
 import { done, type LifecycleDeps, type StepOutcome, wait } from './deps.js';
 import type { LaunchEvent } from './events.js';
-import { clusterTagKey, completeLaunchAction, isTaggedForCluster, lifecycleRecordOf } from './hookless.js';
+import {
+  clusterTagKey,
+  completeLaunchAction,
+  deferToAnotherEvent,
+  isTaggedForCluster,
+  lifecycleRecordOf,
+} from './hookless.js';
 import { accountReason, advanceEnis, noteBlocked } from './launch-steps.js';
 import { candidateSubnets } from './subnets.js';
 
@@ -32,6 +38,8 @@ export async function runLaunch(deps: LifecycleDeps, event: LaunchEvent): Promis
     let node = await deps.store.getNode(arn);
     const settled = node ? await settledLaunch(deps, event, node) : undefined;
     if (settled) return settled;
+    const deferred = deferToAnotherEvent(event, node);
+    if (deferred) return deferred;
 
     // A resumed launch whose ENIs all exist needs nothing from DescribeInstances (attach and verify go by id):
     // skipping it saves a round trip per re-enqueued attempt.

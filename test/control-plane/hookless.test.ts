@@ -96,6 +96,36 @@ describe('Launch without a lifecycle hook (EC2 state change; simulator + dynalit
     expect(formatViolations(await h.check())).toBe('');
   });
 
+  it('defers a running event while the pending event provisions, so no Create or Attach is repeated', async () => {
+    h.sim.admin.pauseAttachments();
+    const id = launchTagged('m5.large');
+    const handle = createLifecycleRecordHandler(h.deps());
+    await handle(stateChangeEventBody(id, 'pending'));
+    const driver = h.requeue.queued.at(-1)!.body;
+    await handle(stateChangeEventBody(id, 'running'));
+    const observer = h.requeue.queued.at(-1)!;
+    expect(JSON.parse(observer.body).vpcLease).toMatchObject({ reason: 'another event is provisioning this node' });
+    expect(h.sim.admin.counts()['CreateNetworkInterface']?.calls).toBe(2);
+
+    h.sim.admin.resumeAttachments();
+    await h.drive(driver);
+    await h.drive(observer.body);
+    expect((await node(id))?.phase).toBe('READY');
+    expect(h.sim.admin.counts()['CreateNetworkInterface']?.calls).toBe(2);
+    expect(h.sim.admin.counts()['AttachNetworkInterface']?.calls).toBe(2);
+  });
+
+  it('lets a deferred event take over when the provisioning event is gone (its driver crashed for good)', async () => {
+    h.sim.admin.pauseAttachments();
+    const id = launchTagged('t3.medium');
+    // The pending event's invocation got as far as ATTACHING; its continuation is lost (say, in a DLQ).
+    await createLifecycleRecordHandler(h.deps())(stateChangeEventBody(id, 'pending'));
+    h.sim.admin.resumeAttachments();
+    await h.drive(stateChangeEventBody(id, 'running'));
+    expect((await node(id))?.phase).toBe('READY');
+    expect(formatViolations(await h.check())).toBe('');
+  });
+
   it('converges a launch hook event and the state change of the same instance; the hook completes once', async () => {
     const id = launchTagged('m5.large');
     const hook = launchEventBody(id, { token: 'hook-token' });
