@@ -8,7 +8,7 @@ import { instanceArn } from '../../../shared/domain/arn.js';
 import type { LeaseStore } from '../../../shared/lease-store/port.js';
 import { STATE_CHANGE_DETAIL_TYPE } from '../../../shared/lifecycle/events.js';
 import type { LocalCloud } from '../cloud.js';
-import { type ScenarioNodes, untilGone } from './node-group.js';
+import { type ScenarioNodes, sayNodes, untilGone } from './node-group.js';
 import { until } from './until.js';
 
 /**
@@ -76,10 +76,7 @@ export class HooklessNodes implements ScenarioNodes {
       },
       60_000 + nodes * 10_000,
     );
-    for (const id of this.inService) {
-      const node = await this.store.getNode(this.arnOf(id));
-      this.say(`  ${id}: ${node?.phase}, ${node?.enis.length} pod ENI(s), max pods ${node?.maxPods}`);
-    }
+    await sayNodes(this.store, this, this.say);
   }
 
   async terminate(instanceId: string): Promise<void> {

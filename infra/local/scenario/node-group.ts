@@ -93,10 +93,7 @@ export class NodeGroup implements ScenarioNodes {
       },
       60_000 + nodes * 10_000,
     );
-    for (const id of this.inService) {
-      const node = await this.store.getNode(this.arnOf(id));
-      this.say(`  ${id}: ${node?.phase}, ${node?.enis.length} pod ENI(s), max pods ${node?.maxPods}`);
-    }
+    await sayNodes(this.store, this, this.say);
   }
 
   /** TerminateInstanceInAutoScalingGroup, then waits until EC2 has terminated it and its node item is GONE. */
@@ -118,4 +115,12 @@ export async function untilGone(cloud: LocalCloud, store: LeaseStore, instanceId
     const node = await store.getNode(arn);
     return cloud.ec2.api.getInstance(instanceId)?.state === 'terminated' && (!node || node.phase === 'GONE');
   });
+}
+
+/** One progress line per launched node: its phase, pod ENIs and max pods. */
+export async function sayNodes(store: LeaseStore, nodes: ScenarioNodes, say: (line: string) => void): Promise<void> {
+  for (const id of nodes.inService) {
+    const node = await store.getNode(nodes.arnOf(id));
+    say(`  ${id}: ${node?.phase}, ${node?.enis.length} pod ENI(s), max pods ${node?.maxPods}`);
+  }
 }
