@@ -167,6 +167,7 @@ export class SdkEc2 implements Ec2Port {
       interfaces: (instance.NetworkInterfaces ?? [])
         .map((n) => toEni(n, { availabilityZone, attachment: { instanceId } as Ec2Eni['attachment'] }))
         .sort((a, b) => (a.attachment?.deviceIndex ?? 0) - (b.attachment?.deviceIndex ?? 0)),
+      tags: tagsOf(instance.Tags),
     };
   }
 

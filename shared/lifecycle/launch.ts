@@ -10,6 +10,13 @@ import { planLaunch } from '../planner/launch-plan.js';
 import { abandonLaunch } from './abandon.js';
 import { done, type LifecycleDeps, type StepOutcome, wait } from './deps.js';
 import type { LaunchEvent } from './events.js';
+import {
+  clusterTagKey,
+  completeLaunchAction,
+  deferToAnotherEvent,
+  isTaggedForCluster,
+  lifecycleRecordOf,
+} from './hookless.js';
 import { accountReason, advanceEnis, noteBlocked } from './launch-steps.js';
 import { candidateSubnets } from './subnets.js';
 
@@ -31,6 +38,8 @@ export async function runLaunch(deps: LifecycleDeps, event: LaunchEvent): Promis
     let node = await deps.store.getNode(arn);
     const settled = node ? await settledLaunch(deps, event, node) : undefined;
     if (settled) return settled;
+    const deferred = deferToAnotherEvent(event, node);
+    if (deferred) return deferred;
 
     // A resumed launch whose ENIs all exist needs nothing from DescribeInstances (attach and verify go by id):
     // skipping it saves a round trip per re-enqueued attempt.
@@ -40,6 +49,8 @@ export async function runLaunch(deps: LifecycleDeps, event: LaunchEvent): Promis
     const instance = await deps.ec2.describeInstance(event.instanceId);
     if (!instance) return wait('instance not visible in EC2 yet');
     if (GONE_STATES.has(instance.state)) return done(`instance is ${instance.state}; nothing to provision`);
+    if (!node && !event.lifecycle && !isTaggedForCluster(deps.config, instance))
+      return done(`no hook and no ${clusterTagKey(deps.config)} tag: not a node of this cluster`);
     const limits = await deps.ec2.describeInstanceLimits(instance.instanceType);
 
     if (!node) {
@@ -80,11 +91,11 @@ async function settledLaunch(
   switch (node.phase) {
     case 'READY': {
       // The crash window between writing READY and completing: complete again ('gone' when it was done).
-      const outcome = await deps.autoScaling.completeLifecycleAction(event.lifecycle, 'CONTINUE');
-      return done(`node already READY; lifecycle action ${outcome === 'done' ? 'completed' : 'was already gone'}`);
+      const outcome = await completeLaunchAction(deps, event.lifecycle, 'CONTINUE');
+      return done(`node already READY; lifecycle action ${outcome === 'done' ? 'completed' : `was ${outcome}`}`);
     }
     case 'FAILED': {
-      await deps.autoScaling.completeLifecycleAction(event.lifecycle, 'ABANDON');
+      await completeLaunchAction(deps, event.lifecycle, 'ABANDON');
       return done(`node already FAILED: ${node.failureReason ?? 'no reason recorded'}`);
     }
     case 'DRAINING':
@@ -108,11 +119,7 @@ async function createPendingNode(
     instanceId: instance.instanceId,
     instanceType: instance.instanceType,
     availabilityZone: instance.availabilityZone,
-    lifecycle: {
-      autoScalingGroupName: event.lifecycle.autoScalingGroupName,
-      hookName: event.lifecycle.hookName,
-      token: event.lifecycle.token,
-    },
+    ...lifecycleRecordOf(event.lifecycle),
     limits,
     podSubnetIds: [],
     phase: 'PENDING',
