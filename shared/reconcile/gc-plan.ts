@@ -157,10 +157,15 @@ export function decideGoneNodes(input: GoneNodesInput): GoneNodeDecision[] {
 }
 
 export interface StrayLeasesInput {
+  readonly nowMs: number;
   /** Partitions holding lease items (lease-partitions.ts). */
   readonly leasePartitions: readonly string[];
   readonly nodes: readonly NodeRecord[];
   readonly instanceStates: ReadonlyMap<string, string>;
+  /** When a pass first saw each partition with no node item on a gone instance (lease-partitions.ts marks). */
+  readonly strayMarks: ReadonlyMap<string, number>;
+  /** The gap between the two looks. */
+  readonly minMarkAgeMs: number;
 }
 
 export interface StrayPartition {
@@ -168,15 +173,21 @@ export interface StrayPartition {
   readonly instanceId: string;
   /** The GONE node item whose partition still holds leases; absent when there is no node item at all. */
   readonly goneNode?: NodeRecord;
-  /** remove: nothing can use these leases; report: the instance lives, so a pod may hold one — an operator's call. */
-  readonly action: 'remove' | 'report';
+  /**
+   * remove: nothing can use these leases; mark: first seen with no node item on a gone instance (removed by a
+   * later pass that still agrees); wait: marked, not long enough; report: the instance lives, so a pod may hold
+   * one — an operator's call.
+   */
+  readonly action: 'remove' | 'mark' | 'wait' | 'report';
   readonly reason: string;
 }
 
 /**
  * Leases no node item stands for (DESIGN.md invariant 6): in the partition of a GONE node (terminate removed
- * them before writing GONE, so these came later), or in a partition with no node item. Such leases are
- * removed once their instance is gone; on a live instance they are only reported.
+ * them before writing GONE, so these came later: removed at once, the GONE item is the evidence), or in a
+ * partition with no node item. Those are removed only after two looks at least `minMarkAgeMs` apart that both
+ * find the instance gone, as for node items: one DescribeInstances snapshot may lag. On a live instance they
+ * are only reported.
  */
 export function decideStrayLeases(input: StrayLeasesInput): StrayPartition[] {
   const nodes = new Map(input.nodes.map((n) => [n.instanceArn, n]));
@@ -196,15 +207,22 @@ export function decideStrayLeases(input: StrayLeasesInput): StrayPartition[] {
       });
       continue;
     }
-    const live = isInstanceLive(input.instanceStates.get(instanceId));
-    out.push({
-      instanceArn,
-      instanceId,
-      action: live ? 'report' : 'remove',
-      reason: live ? 'leases without a node item on a live instance' : 'leases without a node item',
-    });
+    if (isInstanceLive(input.instanceStates.get(instanceId))) {
+      out.push({ instanceArn, instanceId, action: 'report', reason: 'leases without a node item on a live instance' });
+      continue;
+    }
+    const markedAtMs = input.strayMarks.get(instanceArn);
+    const action =
+      markedAtMs === undefined ? 'mark' : input.nowMs - markedAtMs >= input.minMarkAgeMs ? 'remove' : 'wait';
+    out.push({ instanceArn, instanceId, action, reason: 'leases without a node item on a gone instance' });
   }
   return out;
+}
+
+/** Marks no longer backed by a stray partition on a gone instance: the next time it is seen, it starts over. */
+export function staleStrayMarks(strays: readonly StrayPartition[], marks: ReadonlyMap<string, number>): string[] {
+  const held = new Set(strays.filter((s) => s.action !== 'report').map((s) => s.instanceArn));
+  return [...marks.keys()].filter((arn) => !held.has(arn));
 }
 
 export function instanceIdOfArn(instanceArn: string): string | undefined {

@@ -1,11 +1,24 @@
 import type { DynamoApi } from '../dynamo/api.js';
+import { isConditionalCheckFailed } from '../dynamo/errors.js';
 import { LEASE_SORT_PREFIX, TABLE_KEYS } from '../lease-store/table.js';
 
 /** Finds the partitions that hold lease items, whether or not a node item sits next to them. */
 export interface LeasePartitions {
   /** Instance ARNs of every partition with at least one lease item. */
   listLeasePartitions(): Promise<string[]>;
+  /** The first look of the two-look removal of partitions with no node item: instance ARN → marked at (ms). */
+  strayMarks(): Promise<Map<string, number>>;
+  markStray(instanceArn: string, atMs: number): Promise<void>;
+  clearStrayMark(instanceArn: string): Promise<void>;
 }
+
+/**
+ * Marks live in the control plane's own partition, not in the stray one: a partition with no node item has
+ * nowhere the control plane alone writes, and `dynamodb:LeadingKeys` keeps every node out of this key.
+ */
+export const RECONCILER_PARTITION = 'vpc-lease#reconciler';
+const STRAY_MARK_PREFIX = 'stray#';
+const MARKED_AT = 'markedAtMs';
 
 /**
  * A Scan of the lease table, filtered to lease items and projected to the partition key. The lease store's
@@ -40,5 +53,56 @@ export class DynamoLeasePartitions implements LeasePartitions {
       start = page.LastEvaluatedKey;
     } while (start);
     return [...partitions];
+  }
+
+  async strayMarks(): Promise<Map<string, number>> {
+    const marks = new Map<string, number>();
+    let start: Record<string, unknown> | undefined;
+    do {
+      const page = await this.api.query({
+        TableName: this.tableName,
+        KeyConditionExpression: '#pk = :pk AND begins_with(#sk, :mark)',
+        ExpressionAttributeNames: { '#pk': TABLE_KEYS.partitionKey, '#sk': TABLE_KEYS.sortKey },
+        ExpressionAttributeValues: { ':pk': { S: RECONCILER_PARTITION }, ':mark': { S: STRAY_MARK_PREFIX } },
+        ConsistentRead: true,
+        ...(start ? { ExclusiveStartKey: start as never } : {}),
+      });
+      for (const item of page.Items ?? []) {
+        const sk = item[TABLE_KEYS.sortKey]?.S ?? '';
+        const atMs = Number(item[MARKED_AT]?.N);
+        if (sk.startsWith(STRAY_MARK_PREFIX) && Number.isFinite(atMs))
+          marks.set(sk.slice(STRAY_MARK_PREFIX.length), atMs);
+      }
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return marks;
+  }
+
+  async markStray(instanceArn: string, atMs: number): Promise<void> {
+    // Only if absent: a pass racing another must not move the first look's time forward.
+    try {
+      await this.api.putItem({
+        TableName: this.tableName,
+        Item: {
+          [TABLE_KEYS.partitionKey]: { S: RECONCILER_PARTITION },
+          [TABLE_KEYS.sortKey]: { S: `${STRAY_MARK_PREFIX}${instanceArn}` },
+          [MARKED_AT]: { N: String(atMs) },
+        },
+        ConditionExpression: 'attribute_not_exists(#pk)',
+        ExpressionAttributeNames: { '#pk': TABLE_KEYS.partitionKey },
+      });
+    } catch (err) {
+      if (!isConditionalCheckFailed(err)) throw err;
+    }
+  }
+
+  async clearStrayMark(instanceArn: string): Promise<void> {
+    await this.api.deleteItem({
+      TableName: this.tableName,
+      Key: {
+        [TABLE_KEYS.partitionKey]: { S: RECONCILER_PARTITION },
+        [TABLE_KEYS.sortKey]: { S: `${STRAY_MARK_PREFIX}${instanceArn}` },
+      },
+    });
   }
 }

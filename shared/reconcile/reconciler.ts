@@ -10,7 +10,14 @@ import type { Logger } from '../log.js';
 import { METRIC_DIMENSIONS, METRIC_NAMES, type MetricName, type Metrics } from '../metrics.js';
 import { type DriftItem, type DriftKind, detectDrift } from './drift.js';
 import type { ReconcileEc2 } from './ec2.js';
-import { decideEniGc, decideGoneNodes, decideStrayLeases, instanceIdOfArn, type StrayPartition } from './gc-plan.js';
+import {
+  decideEniGc,
+  decideGoneNodes,
+  decideStrayLeases,
+  instanceIdOfArn,
+  type StrayPartition,
+  staleStrayMarks,
+} from './gc-plan.js';
 import type { LeasePartitions } from './lease-partitions.js';
 
 export interface ReconcilerDeps {
@@ -163,23 +170,41 @@ export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> 
 
   // Leases no node item stands for.
   const removed = new Set(partitionsRemoved);
+  const strayMarks = (await deps.leasePartitions?.strayMarks()) ?? new Map<string, number>();
   const strayLeases = decideStrayLeases({
+    nowMs,
     leasePartitions: leasePartitions.filter((arn) => !removed.has(arn)),
     nodes,
     instanceStates,
+    strayMarks,
+    minMarkAgeMs: deps.minMarkAgeMs ?? DEFAULT_MIN_MARK_AGE_MS,
   });
   for (const stray of strayLeases) {
-    if (stray.action === 'report') {
-      logger.warn('leases without a node item on a live instance; left for an operator', { ...stray });
-      continue;
-    }
     try {
-      const items = await store.deleteNodePartition(stray.instanceArn);
-      // The GONE item is the audit trail and the guard against late launch events: put it back.
-      if (stray.goneNode) await store.createNode({ ...stray.goneNode, version: 1 });
-      logger.warn('removed leases no node item stands for', { ...stray, items });
+      if (stray.action === 'report') {
+        logger.warn('leases without a node item on a live instance; left for an operator', { ...stray });
+      } else if (stray.action === 'mark') {
+        await deps.leasePartitions?.markStray(stray.instanceArn, nowMs);
+        logger.info('leases without a node item on a gone instance; removed if a later pass agrees', { ...stray });
+      } else if (stray.action === 'remove') {
+        const items = await store.deleteNodePartition(stray.instanceArn);
+        // The GONE item is the audit trail and the guard against late launch events: put it back.
+        if (stray.goneNode) await store.createNode({ ...stray.goneNode, version: 1 });
+        if (strayMarks.has(stray.instanceArn)) await deps.leasePartitions?.clearStrayMark(stray.instanceArn);
+        logger.warn('removed leases no node item stands for', { ...stray, items });
+      }
     } catch (err) {
-      logger.warn('failed to remove stray leases; next pass retries', { instanceArn: stray.instanceArn, err });
+      logger.warn(`failed to ${stray.action} stray leases; next pass retries`, {
+        instanceArn: stray.instanceArn,
+        err,
+      });
+    }
+  }
+  for (const arn of staleStrayMarks(strayLeases, strayMarks)) {
+    try {
+      await deps.leasePartitions?.clearStrayMark(arn);
+    } catch (err) {
+      logger.warn('failed to clear a stray-lease mark; next pass retries', { instanceArn: arn, err });
     }
   }
 

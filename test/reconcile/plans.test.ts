@@ -10,6 +10,7 @@ import {
   decideStrayLeases,
   GC_MARK_TAG,
   GONE_RETENTION_MS,
+  staleStrayMarks,
 } from '../../shared/reconcile/gc-plan.js';
 
 const NOW = Date.UTC(2026, 0, 1, 12);
@@ -202,15 +203,20 @@ describe('decideGoneNodes', () => {
 describe('decideStrayLeases', () => {
   const arn = (id: string): string => `arn:aws:ec2:us-east-1:123456789012:instance/${id}`;
 
-  it('removes leases of GONE nodes and of gone instances without a node item, and only reports live ones', () => {
+  it('removes leases of GONE nodes at once, those without a node item only on a second look, and only reports live ones', () => {
     const nodes = [node('i-00000000000000001'), node('i-00000000000000002', { phase: 'GONE' })];
+    const nowMs = 1_000_000;
     const strays = decideStrayLeases({
+      nowMs,
+      minMarkAgeMs: 60_000,
       leasePartitions: [
         arn('i-00000000000000001'), // a READY node's leases: fine
         arn('i-00000000000000002'), // leases after GONE
-        arn('i-00000000000000003'), // no node item, instance terminated
-        arn('i-00000000000000004'), // no node item, instance unknown to EC2
+        arn('i-00000000000000003'), // no node item, instance terminated, first look
+        arn('i-00000000000000004'), // no node item, instance unknown to EC2, first look
         arn('i-00000000000000005'), // no node item, instance running: a pod may hold one
+        arn('i-00000000000000006'), // no node item, gone, marked long enough ago
+        arn('i-00000000000000007'), // no node item, gone, marked too recently
         'not-an-arn',
       ],
       nodes,
@@ -219,14 +225,30 @@ describe('decideStrayLeases', () => {
         ['i-00000000000000002', 'terminated'],
         ['i-00000000000000003', 'terminated'],
         ['i-00000000000000005', 'running'],
+        ['i-00000000000000006', 'terminated'],
+      ]),
+      strayMarks: new Map([
+        [arn('i-00000000000000005'), nowMs - 120_000], // marked while it looked gone; it is back
+        [arn('i-00000000000000006'), nowMs - 60_000],
+        [arn('i-00000000000000007'), nowMs - 59_999],
+        [arn('i-00000000000000008'), nowMs - 120_000], // its partition is gone
       ]),
     });
     expect(strays.map((s) => [s.instanceId, s.action, s.goneNode?.phase])).toEqual([
       ['i-00000000000000002', 'remove', 'GONE'],
-      ['i-00000000000000003', 'remove', undefined],
-      ['i-00000000000000004', 'remove', undefined],
+      ['i-00000000000000003', 'mark', undefined],
+      ['i-00000000000000004', 'mark', undefined],
       ['i-00000000000000005', 'report', undefined],
+      ['i-00000000000000006', 'remove', undefined],
+      ['i-00000000000000007', 'wait', undefined],
     ]);
+    const marks = new Map([
+      [arn('i-00000000000000005'), 0],
+      [arn('i-00000000000000006'), 0],
+      [arn('i-00000000000000007'), 0],
+      [arn('i-00000000000000008'), 0],
+    ]);
+    expect(staleStrayMarks(strays, marks).sort()).toEqual([arn('i-00000000000000005'), arn('i-00000000000000008')]);
   });
 });
 

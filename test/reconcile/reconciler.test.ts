@@ -324,20 +324,33 @@ describe('Reconciler: stray leases and GONE items', () => {
     expect(report.strayLeases.map((s) => [s.instanceArn, s.action]).sort()).toEqual(
       [
         [gone.instanceArn, 'remove'],
-        [unknownArn, 'remove'],
+        [unknownArn, 'mark'],
         [runningArn, 'report'],
       ].sort(),
     );
     expect(report.partitionsRemoved).toEqual([]);
     expect(await env.store.listLeases(gone.instanceArn)).toEqual([]);
     expect((await env.store.getNode(gone.instanceArn))?.phase).toBe('GONE'); // the audit item is kept
-    expect(await env.store.listLeases(unknownArn)).toEqual([]);
+    // One DescribeInstances snapshot that misses an instance is not proof: the first look only marks.
+    expect(await env.store.listLeases(unknownArn)).toHaveLength(1);
     expect(await env.store.listLeases(runningArn)).toHaveLength(1);
     expect(await env.store.listLeases(live.instanceArn)).toHaveLength(6);
     expect(env.metrics.total('ReconcilerStrayLeasePartitions')).toBe(3);
 
+    // A second look too soon waits; one at least the mark age later, still seeing it gone, removes.
+    env.clock.advance(MARK_AGE_MS - 1);
+    const early = await reconcile(withScan);
+    expect(early.strayLeases.find((s) => s.instanceArn === unknownArn)?.action).toBe('wait');
+    expect(await env.store.listLeases(unknownArn)).toHaveLength(1);
+    env.clock.advance(1);
+    const second = await reconcile(withScan);
+    expect(second.strayLeases.find((s) => s.instanceArn === unknownArn)?.action).toBe('remove');
+    expect(await env.store.listLeases(unknownArn)).toEqual([]);
+    expect(await withScan.leasePartitions!.strayMarks()).toEqual(new Map());
+    expect(await env.store.listLeases(runningArn)).toHaveLength(1);
+
     // Without the scan, a pass finds none of that (and the GONE item stays until its retention is over).
-    env.clock.advance(GONE_RETENTION_MS - 1);
+    env.clock.advance(GONE_RETENTION_MS - MARK_AGE_MS - 1); // the GONE item was written before the two looks
     expect((await reconcile(deps(env))).partitionsRemoved).toEqual([]);
     env.clock.advance(1);
     const later = await reconcile(withScan);

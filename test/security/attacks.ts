@@ -14,6 +14,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { A, leaseKey, nodeKey } from '../../shared/lease-store/item-codec.js';
 import { CLAIMABLE_INDEX } from '../../shared/lease-store/table.js';
+import { RECONCILER_PARTITION } from '../../shared/reconcile/lease-partitions.js';
 import { type Battlefield, type SimNode, TABLE } from './battlefield.js';
 
 /**
@@ -177,6 +178,18 @@ export const ATTACKS: readonly Attack[] = [
     name: "Write another node's node item (mark it DRAINING)",
     expected: 'denied by IAM',
     run: (f) => answer([setAttributes(f.attacker, nodeKey(f.victims[0]!.arn), { [A.phase]: s('DRAINING') })]),
+  },
+  {
+    // The reconciler's first look at a stray partition lives in its own partition; a node must not move it.
+    name: "Write or read the reconciler's stray-lease marks",
+    expected: 'denied by IAM',
+    run: (f) => {
+      const key = { [A.pk]: s(RECONCILER_PARTITION), [A.sk]: s(`stray#${f.victims[0]!.arn}`) };
+      return answer([
+        setAttributes(f.attacker, key, { markedAtMs: n(0) }),
+        queryBy(f.attacker, (k) => `${k} = :v`, A.pk, RECONCILER_PARTITION),
+      ]);
+    },
   },
   {
     name: 'Write its own node item (phase, ENI list, max pods)',
