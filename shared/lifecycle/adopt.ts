@@ -16,7 +16,7 @@ export interface AdoptionRefusal {
 }
 
 /** Subnet CIDRs never change: one DescribeSubnets per subnet for the life of the EC2 adapter (the container). */
-const subnetCidrs = new WeakMap<Ec2Port, Map<string, string>>();
+const subnetCidrs = new WeakMap<Ec2Port, Map<string, Promise<string | undefined>>>();
 
 /**
  * Launch-template adoption (DESIGN.md): EC2 created and attached the pod ENIs at RunInstances, so a PENDING
@@ -137,8 +137,27 @@ async function cidrsOf(ec2: Ec2Port, subnetIds: readonly string[]): Promise<Map<
     cache = new Map();
     subnetCidrs.set(ec2, cache);
   }
-  const missing = subnetIds.filter((id) => !cache.has(id));
-  if (missing.length > 0)
-    for (const s of await ec2.describeSubnets({ subnetIds: missing })) cache.set(s.subnetId, s.cidr);
-  return cache;
+  const known = cache;
+  const missing = subnetIds.filter((id) => !known.has(id));
+  if (missing.length > 0) {
+    // One call shared by every record of a batch that misses at once; a failed or partial answer is not kept.
+    const asked = ec2
+      .describeSubnets({ subnetIds: missing })
+      .then((found) => new Map(found.map((s) => [s.subnetId, s.cidr])));
+    for (const id of missing)
+      known.set(
+        id,
+        asked.then((m) => m.get(id)),
+      );
+    asked.catch(() => {
+      for (const id of missing) known.delete(id);
+    });
+  }
+  const out = new Map<string, string>();
+  for (const id of subnetIds) {
+    const cidr = await known.get(id);
+    if (cidr) out.set(id, cidr);
+    else known.delete(id);
+  }
+  return out;
 }
