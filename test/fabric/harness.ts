@@ -12,17 +12,10 @@ export type { CellResult };
 
 /**
  * Cells that cannot work in some configuration, with the reason (README and report). A FAIL in any other cell
- * fails the suite. A listed cell is still run and printed, pass or fail: the known bug's cause is not found, so it
- * may not be deterministic.
+ * fails the suite. A listed cell is still run and printed, pass or fail. None today: every cell works in every
+ * configuration.
  */
-export const UNSUPPORTED: readonly { readonly config: RegExp; readonly cell: RegExp; readonly why: string }[] = [
-  {
-    // Seen in the final CI-style run: the refusal holds in l2/boot; the peer lookup misses here, cause not found.
-    config: /^l3s\/pod$/,
-    cell: /another ipvlan mode on an ENI with live pods is refused/,
-    why: 'known bug: in L3S with pod-subnet ENIs an ADD in another mode is accepted and re-modes the live pods',
-  },
-];
+export const UNSUPPORTED: readonly { readonly config: RegExp; readonly cell: RegExp; readonly why: string }[] = [];
 
 export interface FabricRun {
   readonly results: CellResult[];

@@ -5,7 +5,6 @@ import { FAULT_STEPS } from '../../node/datapath/test-hooks.js';
 import { Journal } from '../../node/journal/journal.js';
 import { missing } from '../support/capabilities.js';
 import { startCountingProxy } from './support/counting-proxy.js';
-import { startFakeImds } from './support/fake-imds.js';
 import { GATEWAY, NodeFixture } from './support/node-fixture.js';
 
 /**
@@ -147,7 +146,16 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
 
   it('gives 32 parallel ADDs in 32 namespaces 32 distinct addresses, and 32 parallel DELs release them all', async () => {
     const pods = Array.from({ length: 32 }, (_, i) => ({ containerId: `par-${i}`, netns: f.addNetns() }));
-    const adds = await Promise.all(pods.map((p) => f.run('ADD', p, f.netconf('1.1.0'))));
+    // Code 11 is the spec's "try again later" (here: IMDS slower than its 1 s timeout while 32 processes start on
+    // 2 busy cores); kubelet retries the sandbox, and so does this test, after checking it left no link behind.
+    const addAsKubelet = async (p: { containerId: string; netns: string }) => {
+      for (let attempt = 1; ; attempt++) {
+        const r = await f.run('ADD', p, f.netconf('1.1.0'));
+        if (r.code === 0 || (r.json as { code?: number } | undefined)?.code !== 11 || attempt === 5) return r;
+        expect(f.podLinks(p.netns)).toEqual([]);
+      }
+    };
+    const adds = await Promise.all(pods.map(addAsKubelet));
     for (const a of adds) expect(a.code, a.stdout).toBe(0);
     const addresses = adds.map((a) => (a.json as { ips: { address: string }[] }).ips[0]!.address);
     expect(new Set(addresses).size).toBe(32);
@@ -230,7 +238,9 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
   });
 
   it('keeps to its request budget: ADD 1 after a DEL, repeated ADD 1, DEL 1 DynamoDB request and no IMDS call once cached', async () => {
-    const proxy = await startCountingProxy(f.dynalite.endpoint);
+    const proxy = await startCountingProxy(f.iam.endpoint);
+    const judgedBefore = f.iam.counts.allowed;
+    const sent: string[] = [];
     try {
       const conf = f.netconf('1.0.0', { dynamoEndpoint: proxy.endpoint });
       const netns = f.addNetns();
@@ -238,7 +248,7 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
       expect((await f.run('ADD', { netns, containerId }, conf)).code).toBe(0);
       const imdsBefore = f.imds.requests.length;
       const calls = async (command: string): Promise<string[]> => {
-        proxy.operations.length = 0;
+        sent.push(...proxy.operations.splice(0));
         const r = await f.run(command, { netns, containerId }, conf);
         expect(r.code, r.stdout).toBe(0);
         return [...proxy.operations];
@@ -251,6 +261,10 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
       // No record left: DEL asks who holds the attachment, finds nobody, and succeeds.
       expect(await calls('DEL')).toEqual(['Query']);
       expect(f.imds.requests.length).toBe(imdsBefore);
+      // Every one of them signed with the instance's session and allowed by the node policy, none passed through.
+      sent.push(...proxy.operations);
+      expect(f.iam.counts.allowed - judgedBefore).toBe(sent.length);
+      expect(f.iam.denials).toEqual([]);
     } finally {
       await proxy.close();
     }
@@ -336,7 +350,7 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
 
   it('ADD on a node with nothing to claim reports 11 and leaves nothing behind', async () => {
     // STATUS's verdicts (this node stays "ready": a full pool is not unavailable) are in gc-status.test.ts.
-    const empty = await startFakeImds('i-0fedcba9876543210');
+    const empty = await f.startOtherImds('i-0fedcba9876543210');
     try {
       const emptyConf = f.netconf('1.1.0', { imdsEndpoint: empty.endpoint, dataDir: join(f.dir, 'empty-node') });
       const netns = f.addNetns();

@@ -54,6 +54,8 @@ export class Cluster {
   private readonly lasting: ChildProcess[] = [];
   /** kube-proxy's jumps from the built-in chains are ensured once per node. */
   readonly jumpsApplied = new Set<string>();
+  /** The ipvlan mode of the conflists the installer last wrote on every node (undefined: none, or unsure). */
+  installedMode: string | undefined;
 
   constructor(
     readonly nodes: readonly FabricNode[],

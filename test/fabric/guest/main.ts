@@ -362,13 +362,14 @@ async function runConfig(
   mode: Mode,
   kind: SubnetKind,
   out: CellResult[],
-  firstConfig: boolean,
 ): Promise<void> {
   const config = `${mode}/${kind}`;
   const nodes = cluster.nodes;
   const installs = await Promise.all(
-    // The ConfigMap's mode changed: the DaemonSet's rollout reinstalls (once per mode, not per subnet kind).
-    (kind === KINDS[0] || firstConfig ? nodes : []).map((n) =>
+    // The ConfigMap's mode changed: the DaemonSet's rollout reinstalls (once per mode, not per subnet kind). Keyed
+    // on the mode last installed, not on the loop's position: with `only` a configuration may run after one of
+    // another mode in the other kind, and must not inherit that mode's conflist.
+    (cluster.installedMode !== mode ? nodes : []).map((n) =>
       cluster.install(n.name, JSON.stringify({ ...JSON.parse(shippedConfig()), mode }), [
         '--service-cidrs',
         SERVICE_CIDR,
@@ -377,7 +378,14 @@ async function runConfig(
   );
   const badInstall = installs.find((r) => r.code !== 0);
   if (badInstall) {
+    cluster.installedMode = undefined;
     out.push({ config, cell: 'install', ok: false, detail: short(badInstall.stderr), ms: 0 });
+    return;
+  }
+  cluster.installedMode = mode;
+  const installed = nodes.map((n) => (cluster.conflist(n.name)['plugins'] as { mode?: string }[])[0]?.mode);
+  if (installed.some((m) => m !== mode)) {
+    out.push({ config, cell: 'install', ok: false, detail: `conflists say mode ${installed.join(', ')}`, ms: 0 });
     return;
   }
   // Two addresses on each of the two pod ENIs of this kind, per node: 3 pods with the host veth, 1 without.
@@ -508,16 +516,14 @@ async function main(): Promise<void> {
   try {
     await runCells('install', installCells(cluster, imds, nodes), out);
     save();
-    let first = true;
     for (const mode of MODES)
       for (const kind of KINDS) {
         if (only && !only.includes(`${mode}/${kind}`)) continue;
         try {
-          await runConfig(cluster, imds, mode, kind, out, first);
+          await runConfig(cluster, imds, mode, kind, out);
         } catch (err) {
           out.push({ config: `${mode}/${kind}`, cell: 'setup', ok: false, detail: String(err), ms: 0 });
         }
-        first = false;
         save();
       }
   } finally {

@@ -14,10 +14,20 @@ export interface FakeImds {
   close(): Promise<void>;
 }
 
+/** A role session as IMDS hands it out; the default is one no endpoint checks (plain dynalite). */
+export interface ImdsCredentials {
+  readonly accessKeyId: string;
+  readonly secretAccessKey: string;
+  readonly sessionToken: string;
+}
+
+const UNCHECKED: ImdsCredentials = { accessKeyId: 'AKIDNODE', secretAccessKey: 'secret', sessionToken: 'session' };
+
 export async function startFakeImds(
   instanceId: string,
   region = 'us-east-1',
   accountId = '123456789012',
+  credentials: ImdsCredentials = UNCHECKED,
 ): Promise<FakeImds> {
   const requests: string[] = [];
   const state = { failing: false };
@@ -45,9 +55,9 @@ export async function startFakeImds(
       return void res.writeHead(200).end(
         JSON.stringify({
           Code: 'Success',
-          AccessKeyId: 'AKIDNODE',
-          SecretAccessKey: 'secret',
-          Token: 'session',
+          AccessKeyId: credentials.accessKeyId,
+          SecretAccessKey: credentials.secretAccessKey,
+          Token: credentials.sessionToken,
           Expiration: new Date(Date.now() + 6 * 3600_000).toISOString(),
         }),
       );

@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { buildCni } from '../../../infra/build.js';
+import { IamEndpoint } from '../../../infra/local/iam/endpoint.js';
+import { synthesizedNodePolicy } from '../../../infra/local/iam/node-policy.js';
 import { instanceArn } from '../../../shared/domain/arn.js';
 import type { NewLease } from '../../../shared/domain/lease.js';
 import { createSdkDynamoApi } from '../../../shared/dynamo/sdk-client.js';
@@ -14,6 +16,8 @@ import { createTableInput } from '../../../shared/lease-store/table.js';
 import { type DynaliteHandle, startDynalite } from '../../support/dynalite.js';
 import { type PluginRun, runPluginProcess } from '../../support/plugin-process.js';
 import { type FakeImds, startFakeImds } from './fake-imds.js';
+
+const FIXTURE_VPC_ID = 'vpc-0f1x7f1x7f1x7f1x7';
 
 /**
  * One simulated node for the plugin: a dynalite table, an IMDS for its instance, a host "ENI" (a veth carrying
@@ -55,6 +59,8 @@ export class NodeFixture {
   private constructor(
     readonly cni: string,
     readonly dynalite: DynaliteHandle,
+    /** The IAM-enforcing endpoint in front of dynalite: the plugin's requests are judged by the node policy. */
+    readonly iam: IamEndpoint,
     readonly imds: FakeImds,
     readonly store: LeaseStore,
     readonly tableName: string,
@@ -68,17 +74,36 @@ export class NodeFixture {
     const cni = await buildCni(binDir);
     const dynalite = await startDynalite();
     const instanceId = `i-${hex(9).slice(0, 17)}`;
-    const imds = await startFakeImds(instanceId);
-    const credentials = { accessKeyId: 'test', secretAccessKey: 'test' };
     const tableName = `vpc-lease-${hex(3)}`;
+    // The plugin signs with the session its IMDS hands out, so every request it makes is evaluated against the
+    // node policy synthesized from the construct (a denial fails the test); the fixture's own seeding and
+    // inspection use control-plane keys.
+    const credentials = { accessKeyId: 'test', secretAccessKey: 'test' };
+    const iam = new IamEndpoint({
+      target: dynalite.endpoint,
+      region: 'us-east-1',
+      accountId: '123456789012',
+      policy: await synthesizedNodePolicy(),
+      tableName,
+      controlPlaneKeys: [credentials.accessKeyId],
+    });
+    await iam.start();
+    const session = iam.issue(instanceId, FIXTURE_VPC_ID, 'vpc-lease-node');
+    const imds = await startFakeImds(instanceId, 'us-east-1', '123456789012', session.credentials);
     const api = createSdkDynamoApi({ endpoint: dynalite.endpoint, region: 'us-east-1', credentials });
     const store = new DynamoLeaseStore({ api, tableName });
-    const fixture = new NodeFixture(cni, dynalite, imds, store, tableName, binDir);
+    const fixture = new NodeFixture(cni, dynalite, iam, imds, store, tableName, binDir);
     const ddb = new DynamoDBClient({ endpoint: dynalite.endpoint, region: 'us-east-1', credentials });
     await ddb.send(new CreateTableCommand(createTableInput(tableName)));
     ddb.destroy();
     fixture.createMaster();
     return fixture;
+  }
+
+  /** An IMDS for another instance sharing this table, handing out that instance's own role session. */
+  startOtherImds(instanceId: string): Promise<FakeImds> {
+    const session = this.iam.issue(instanceId, FIXTURE_VPC_ID, 'vpc-lease-node');
+    return startFakeImds(instanceId, 'us-east-1', '123456789012', session.credentials);
   }
 
   private createMaster(): void {
@@ -140,7 +165,7 @@ export class NodeFixture {
       logLevel: 'debug',
       tableName: this.tableName,
       imdsEndpoint: this.imds.endpoint,
-      dynamoEndpoint: this.dynalite.endpoint,
+      dynamoEndpoint: this.iam.endpoint,
       reuseWaitMs: 0,
       ...extra,
     };
@@ -211,6 +236,7 @@ export class NodeFixture {
       // already gone
     }
     await this.imds.close();
+    await this.iam.close();
     await this.dynalite.close();
     rmSync(this.dir, { recursive: true, force: true });
     rmSync(this.binDir, { recursive: true, force: true });
