@@ -145,7 +145,6 @@ export async function runScenario(
     const datapath = await chooseDatapath({
       cloud,
       hostNet,
-      store,
       tableName: TABLE_NAME,
       localDir: options.localDir,
       reuseWaitMs: REUSE_WAIT_MS,
