@@ -8,6 +8,7 @@ import { errorMessage, NodeNotFoundError, VersionConflictError } from '../errors
 import { PlanError } from '../planner/errors.js';
 import { planLaunch } from '../planner/launch-plan.js';
 import { abandonLaunch } from './abandon.js';
+import { adoptTemplateEnis } from './adopt.js';
 import { done, type LifecycleDeps, type StepOutcome, wait } from './deps.js';
 import type { LaunchEvent } from './events.js';
 import {
@@ -59,6 +60,8 @@ export async function runLaunch(deps: LifecycleDeps, event: LaunchEvent): Promis
       if (again) return again;
     }
     if (node.phase === 'PENDING') {
+      const adopted = await adoptTemplateEnis(deps, event, node, instance, limits);
+      if (adopted) return adopted;
       const planned = await planNode(deps, event, node, instance, limits);
       if ('kind' in planned) return planned;
       node = planned;
