@@ -4,6 +4,7 @@ import type { Ec2Instance } from '../ec2/port.js';
 import { errorMessage, NodeNotFoundError } from '../errors.js';
 import { METRIC_NAMES } from '../metrics.js';
 import { abandonLaunch } from './abandon.js';
+import { budgetWait } from './budget-wait.js';
 import { done, type LifecycleDeps, type StepOutcome, wait } from './deps.js';
 import type { LaunchEvent } from './events.js';
 import { completeLaunchAction } from './hookless.js';
@@ -26,6 +27,8 @@ export async function advanceEnis(
     case 'done':
       return complete(deps, event, outcome.node);
     case 'wait': {
+      const deferred = budgetWait(...outcome.failures.map((f) => f.err));
+      if (deferred) return deferred;
       const blocked = outcome.failures.map((f) => f.err).find((e) => isEc2Error(e, 'account'));
       if (!blocked) return wait(outcome.reason, outcome.delay);
       const reason = accountReason(blocked);

@@ -9,6 +9,7 @@ import { PlanError } from '../planner/errors.js';
 import { planLaunch } from '../planner/launch-plan.js';
 import { abandonLaunch } from './abandon.js';
 import { adoptTemplateEnis } from './adopt.js';
+import { budgetWait } from './budget-wait.js';
 import { done, type LifecycleDeps, type StepOutcome, wait } from './deps.js';
 import type { LaunchEvent } from './events.js';
 import {
@@ -74,6 +75,8 @@ export async function runLaunch(deps: LifecycleDeps, event: LaunchEvent): Promis
   } catch (err) {
     if (err instanceof VersionConflictError || err instanceof NodeNotFoundError)
       return wait('node item changed by a concurrent invocation', 'attaching');
+    const deferred = budgetWait(err);
+    if (deferred) return deferred;
     if (isEc2Error(err, 'account')) {
       const reason = accountReason(err);
       await noteBlocked(deps, await deps.store.getNode(arn), reason);

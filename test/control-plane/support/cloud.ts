@@ -6,6 +6,7 @@ import type { EventSourceMapping } from '../../../infra/local/sqs/event-source-m
 import type { Queue } from '../../../infra/local/sqs/queue.js';
 import { lifecycleDepsFromEnv } from '../../../lambdas/instance-lifecycle/deps.js';
 import { type ControlPlaneConfig, controlPlaneConfigToEnv } from '../../../shared/config/control-plane.js';
+import { localBudgetEnv } from '../../../shared/ec2/budget-env.js';
 import { SdkEc2 } from '../../../shared/ec2/sdk-ec2.js';
 import { checkInvariants, type InvariantReport } from '../../../shared/invariants/checker.js';
 import { createLifecycleBatchHandler } from '../../../shared/lifecycle/batch-handler.js';
@@ -21,6 +22,7 @@ import { CrashSwitch, crashable } from './crash.js';
 import { eventInstanceId } from './harness.js';
 
 export const TABLE = 'vpc-lease';
+const DEFAULT_TIME_SCALE = 0.01;
 
 export interface LifecycleCloudOptions {
   readonly timeScale?: number;
@@ -94,6 +96,7 @@ export class LifecycleCloud {
         ...(typeof options.config === 'function' ? options.config(cloud) : options.config),
       }),
       VPC_LEASE_QUEUE_URL: queue.url(),
+      ...localBudgetEnv(options.timeScale ?? DEFAULT_TIME_SCALE, process.env['VPC_LEASE_EC2_BUDGET'] !== 'off'),
     });
     this.deps =
       options.ec2MaxAttempts === undefined
@@ -143,7 +146,7 @@ export class LifecycleCloud {
 
   static async start(options: LifecycleCloudOptions = {}): Promise<LifecycleCloud> {
     const cloud = await startLocalCloud({
-      timeScale: options.timeScale ?? 0.01,
+      timeScale: options.timeScale ?? DEFAULT_TIME_SCALE,
       leaseTable: TABLE,
       seedNetwork: true,
       ...(options.ec2 ? { ec2: options.ec2 } : {}),
