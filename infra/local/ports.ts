@@ -18,6 +18,8 @@ export interface SimInstance {
   readonly privateIpAddress: string;
   readonly launchTimeMs: number;
   readonly tags: Readonly<Record<string, string>>;
+  /** Auto-assigned public IPv4; absent when the launch had more than one ENI (EC2 then assigns none). */
+  readonly publicIpAddress?: string;
 }
 
 export interface SimInterface {
@@ -36,12 +38,40 @@ export interface SimInterface {
   readonly deleteOnTermination: boolean;
 }
 
+/** One entry of RunInstances' (or a launch template's) NetworkInterfaces: an ENI EC2 creates and attaches at launch. */
+export interface LaunchInterfaceSpec {
+  readonly deviceIndex: number;
+  readonly networkCardIndex?: number;
+  /** Default: the instance's subnet (what Auto Scaling does with a template ENI that names none). */
+  readonly subnetId?: string;
+  readonly secondaryPrivateIpAddressCount?: number;
+  readonly ipv4PrefixCount?: number;
+  readonly groupIds?: readonly string[];
+  /** Default true, as for every ENI created at launch. */
+  readonly deleteOnTermination?: boolean;
+  readonly associatePublicIpAddress?: boolean;
+  readonly description?: string;
+}
+
 export interface LaunchRequest {
   readonly instanceType: string;
   readonly subnetId: string;
   readonly securityGroupIds?: readonly string[];
   readonly imageId?: string;
   readonly tags?: Readonly<Record<string, string>>;
+  /** Extra ENIs (device index ≥ 1), and optionally the boot ENI's own settings at device index 0. */
+  readonly networkInterfaces?: readonly LaunchInterfaceSpec[];
+  /** TagSpecifications of ResourceType network-interface: EC2 puts them on every ENI the launch creates. */
+  readonly networkInterfaceTags?: Readonly<Record<string, string>>;
+}
+
+/** What a launch template (CreateLaunchTemplate) declares, as far as the simulator launches from it. */
+export interface SimLaunchTemplate {
+  readonly launchTemplateId: string;
+  readonly launchTemplateName: string;
+  readonly instanceType?: string;
+  readonly networkInterfaces: readonly LaunchInterfaceSpec[];
+  readonly networkInterfaceTags: Readonly<Record<string, string>>;
 }
 
 export interface InstanceStateChange {
@@ -61,6 +91,8 @@ export interface Ec2SimulatorApi {
   getInstance(instanceId: string): SimInstance | undefined;
   /** Attached and attaching interfaces of an instance, ordered by device index. */
   instanceInterfaces(instanceId: string): SimInterface[];
+  /** A launch template by id or name (undefined when unknown: Auto Scaling then falls back to its own default). */
+  launchTemplate(spec: { readonly id?: string; readonly name?: string }): SimLaunchTemplate | undefined;
   /** Every instance state transition, in order; returns an unsubscribe function. */
   onInstanceStateChange(listener: (change: InstanceStateChange) => void): () => void;
 }

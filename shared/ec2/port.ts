@@ -43,6 +43,8 @@ export interface Ec2Instance {
   readonly subnetId: string;
   /** Attached (and attaching) interfaces, boot ENI included, by device index. */
   readonly interfaces: readonly Ec2Eni[];
+  /** The instance's tags: a launch without a hook is provisioned only with the cluster tag. */
+  readonly tags?: Readonly<Record<string, string>>;
 }
 
 export interface Ec2Subnet {

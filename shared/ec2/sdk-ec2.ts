@@ -405,5 +405,6 @@ function toInstance(instanceId: string, instance: Instance): Ec2Instance {
     interfaces: (instance.NetworkInterfaces ?? [])
       .map((n) => toEni(n, { availabilityZone, attachment: { instanceId } as Ec2Eni['attachment'] }))
       .sort((a, b) => (a.attachment?.deviceIndex ?? 0) - (b.attachment?.deviceIndex ?? 0)),
+    tags: tagsOf(instance.Tags),
   };
 }

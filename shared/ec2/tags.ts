@@ -21,6 +21,27 @@ export const ENI_TAGS = {
 export const LIFECYCLE_OWNER = 'instance-lifecycle';
 /** The owner of ENIs the pool-manager adds to READY nodes. */
 export const POOL_OWNER = 'pool-manager';
+/**
+ * The owner of pod ENIs EC2 creates from the node group's launch template (adopted by the lifecycle Lambda).
+ * A template's tags are the same for every instance, so these carry no instance, created-at or device-index
+ * tag: their attachment says whose they are.
+ */
+export const LAUNCH_TEMPLATE_OWNER = 'launch-template';
+
+/** The network-interface TagSpecification of a launch template that declares pod ENIs. */
+export function launchTemplateEniTags(clusterName: string): Record<string, string> {
+  return { [ENI_TAGS.cluster]: clusterName, [ENI_TAGS.owner]: LAUNCH_TEMPLATE_OWNER };
+}
+
+/** The instance a vpc-lease ENI belongs to: its instance tag, or for a launch-template ENI its attachment. */
+export function eniInstanceOf(eni: {
+  readonly tags: Readonly<Record<string, string>>;
+  readonly attachment?: { readonly instanceId: string } | undefined;
+}): string | undefined {
+  const tagged = eni.tags[ENI_TAGS.instance];
+  if (tagged) return tagged;
+  return eni.tags[ENI_TAGS.owner] === LAUNCH_TEMPLATE_OWNER ? eni.attachment?.instanceId : undefined;
+}
 
 export function podEniTags(
   clusterName: string,

@@ -1,6 +1,6 @@
 import type { Lease } from '../domain/lease.js';
 import type { Ec2Eni, Ec2Port } from '../ec2/port.js';
-import { ENI_TAGS } from '../ec2/tags.js';
+import { ENI_TAGS, eniInstanceOf, LAUNCH_TEMPLATE_OWNER } from '../ec2/tags.js';
 import { cidrContains, parseCidr, parseIpv4 } from '../ipv4.js';
 import type { LeaseStore } from '../lease-store/port.js';
 
@@ -37,6 +37,8 @@ export interface InvariantCheckOptions {
 
 const IN_PROGRESS = new Set(['PENDING', 'PROVISIONING']);
 const REQUIRED_TAGS = [ENI_TAGS.cluster, ENI_TAGS.instance, ENI_TAGS.owner, ENI_TAGS.createdAt];
+/** A launch template's tags are the same for every instance: its ENIs carry the cluster and owner only. */
+const TEMPLATE_TAGS = [ENI_TAGS.cluster, ENI_TAGS.owner];
 
 function holdsAddress(eni: Ec2Eni, ip: string): boolean {
   if (eni.secondaryIps.includes(ip)) return true;
@@ -56,11 +58,14 @@ export async function checkInvariants(
   const nodes = await store.listNodes();
   const leasesByNode = new Map<string, Lease[]>();
   for (const node of nodes) leasesByNode.set(node.instanceArn, await store.listLeases(node.instanceArn));
-  const enis = await ec2.describeNetworkInterfaces({ tags: { [ENI_TAGS.cluster]: options.clusterName } });
+  // EC2 tags every ENI a launch creates, so a launch template's tags reach the boot ENI too: never a pod ENI.
+  const enis = (await ec2.describeNetworkInterfaces({ tags: { [ENI_TAGS.cluster]: options.clusterName } })).filter(
+    (e) => !(e.tags[ENI_TAGS.owner] === LAUNCH_TEMPLATE_OWNER && e.attachment?.deviceIndex === 0),
+  );
   const eniById = new Map(enis.map((e) => [e.eniId, e]));
   const nodeByInstance = new Map(nodes.map((n) => [n.instanceId, n]));
   const instanceState = new Map<string, string>();
-  for (const id of new Set([...nodes.map((n) => n.instanceId), ...enis.map((e) => e.tags[ENI_TAGS.instance] ?? '')])) {
+  for (const id of new Set([...nodes.map((n) => n.instanceId), ...enis.map((e) => eniInstanceOf(e) ?? '')])) {
     if (!id) continue;
     instanceState.set(id, (await ec2.describeInstance(id))?.state ?? 'unknown');
   }
@@ -104,9 +109,10 @@ export async function checkInvariants(
 
   // 3: tagged, and either attached with DeleteOnTermination (slack: a launch in progress) or young.
   for (const eni of enis) {
-    const instanceId = eni.tags[ENI_TAGS.instance] ?? '';
+    const instanceId = eniInstanceOf(eni) ?? '';
     const node = nodeByInstance.get(instanceId);
-    const missing = REQUIRED_TAGS.filter((t) => !eni.tags[t]);
+    const required = eni.tags[ENI_TAGS.owner] === LAUNCH_TEMPLATE_OWNER ? TEMPLATE_TAGS : REQUIRED_TAGS;
+    const missing = required.filter((t) => !eni.tags[t]);
     if (missing.length > 0)
       report({ invariant: 3, eniId: eni.eniId, message: `ENI ${eni.eniId} lacks tags ${missing.join(', ')}` });
     const att = eni.attachment;
@@ -152,11 +158,11 @@ export async function checkInvariants(
   // 5: no extra ENI (one per recorded device index, all recorded) and no lost lease (every address EC2
   // assigned on a READY node's pod ENIs is leased).
   for (const node of nodes) {
-    const mine = enis.filter((e) => e.tags[ENI_TAGS.instance] === node.instanceId);
+    const mine = enis.filter((e) => eniInstanceOf(e) === node.instanceId);
     const recorded = new Set(node.enis.map((e) => e.eniId).filter((id): id is string => id !== undefined));
     const byIndex = new Map<string, string[]>();
     for (const eni of mine) {
-      const index = eni.tags[ENI_TAGS.deviceIndex] ?? eni.eniId;
+      const index = eni.tags[ENI_TAGS.deviceIndex] ?? String(eni.attachment?.deviceIndex ?? eni.eniId);
       byIndex.set(index, [...(byIndex.get(index) ?? []), eni.eniId]);
       if (!recorded.has(eni.eniId) && !IN_PROGRESS.has(node.phase) && node.phase !== 'GONE')
         report({

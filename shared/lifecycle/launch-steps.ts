@@ -7,6 +7,7 @@ import { abandonLaunch } from './abandon.js';
 import { budgetWait } from './budget-wait.js';
 import { done, type LifecycleDeps, type StepOutcome, wait } from './deps.js';
 import type { LaunchEvent } from './events.js';
+import { completeLaunchAction } from './hookless.js';
 import { expectedLeases } from './pod-eni.js';
 import { advancePodEnis } from './pod-eni-steps.js';
 
@@ -71,7 +72,7 @@ async function complete(deps: LifecycleDeps, event: LaunchEvent, node: NodeRecor
   const { failureReason: _waitedOn, ...rest } = node;
   const ready = await deps.store.updateNode({ ...rest, phase: 'READY', updatedAtMs: deps.clock.nowMs() }, node.version);
   deps.metrics?.add(METRIC_NAMES.launchCompleted, {});
-  const outcome = await deps.autoScaling.completeLifecycleAction(event.lifecycle, 'CONTINUE');
+  const outcome = await completeLaunchAction(deps, event.lifecycle, 'CONTINUE');
   const leases = expectedLeases(ready, deps.config.maxPods).length;
   return done(`node READY with ${ready.enis.length} pod ENI(s) and ${leases} lease(s); lifecycle ${outcome}`);
 }

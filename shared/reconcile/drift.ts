@@ -1,7 +1,7 @@
 import type { Lease } from '../domain/lease.js';
 import type { NodeRecord } from '../domain/node.js';
 import type { Ec2Eni } from '../ec2/port.js';
-import { ENI_TAGS } from '../ec2/tags.js';
+import { eniInstanceOf } from '../ec2/tags.js';
 import { cidrContains, parseCidr, parseIpv4 } from '../ipv4.js';
 import { isInstanceLive } from './gc-plan.js';
 
@@ -69,7 +69,8 @@ export function detectDrift(input: DriftInput): DriftItem[] {
     }
     const leases = input.leasesByNode.get(node.instanceArn) ?? [];
     const attached = (enisByInstance.get(node.instanceId) ?? []).filter(
-      (e) => e.tags[ENI_TAGS.instance] === node.instanceId,
+      // Launch-template ENIs are the node's by attachment; the boot ENI (also template-tagged) holds no pod address.
+      (e) => eniInstanceOf(e) === node.instanceId && e.attachment?.deviceIndex !== 0,
     );
     const leased = new Set(leases.map((l) => l.ip));
     for (const lease of leases) {

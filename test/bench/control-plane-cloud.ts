@@ -200,11 +200,21 @@ export class ControlPlaneCloud {
     };
   }
 
-  /** A group with the construct's hooks: launch (ABANDON by default) and terminate (CONTINUE). */
-  createGroup(name: string, instanceType: string, desiredCapacity: number, subnetIds = this.subnetIds): void {
+  /**
+   * A group with the construct's hooks: launch (ABANDON by default) and terminate (CONTINUE); with
+   * `launchTemplateName`, it launches from that EC2 launch template (its NetworkInterfaces come along).
+   */
+  createGroup(
+    name: string,
+    instanceType: string,
+    desiredCapacity: number,
+    subnetIds = this.subnetIds,
+    launchTemplateName?: string,
+  ): void {
     const heartbeatTimeoutS = this.options.hookTimeoutS ?? 300;
     this.cloud.autoScaling.simulator.createGroup({
       name,
+      ...(launchTemplateName ? { launchTemplate: { LaunchTemplateName: launchTemplateName } } : {}),
       minSize: 0,
       maxSize: Math.max(desiredCapacity, 1) * 2,
       desiredCapacity,

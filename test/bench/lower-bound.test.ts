@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { tokenBucketLowerBound } from './lower-bound.js';
+import { adoptionLowerBound, tokenBucketLowerBound } from './lower-bound.js';
 
 const AWS = {
   create: { bucket: 100, refillPerSecond: 5 },
@@ -27,5 +27,30 @@ describe('Function: tokenBucketLowerBound', () => {
     const b = tokenBucketLowerBound({ podEnis: 100, buckets: slowModify, minLatencyMs: LATENCY, attachMs: 3000 });
     expect(b.bindingAction).toBe('modify');
     expect(b.lowerBoundMs).toBe(90_000 + 140);
+  });
+});
+
+describe('Function: adoptionLowerBound', () => {
+  const base = {
+    describeChain: ['DescribeInstances', 'DescribeNetworkInterfaces'],
+    describeBucket: { bucket: 100, refillPerSecond: 20 },
+    minDescribeLatencyMs: 140,
+    writeUnits: 0,
+    readUnits: 0,
+    writeUnitsPerSecond: 4000,
+    readUnitsPerSecond: 12000,
+  };
+
+  it('is set by the first Describe of the chain at 1,000 nodes: (1000 − 100)/20 s, then both latencies', () => {
+    const b = adoptionLowerBound({ ...base, nodes: 1000, writeUnits: 20_000 });
+    expect(b.boundSetBy).toBe('DescribeInstances');
+    expect(b.lowerBoundMs).toBe(45_000 + 2 * 140);
+    expect(b.endsMs['dynamodb-writes']).toBe(5000);
+  });
+
+  it('is set by the table when the writes outweigh the Describe buckets', () => {
+    const b = adoptionLowerBound({ ...base, nodes: 50, writeUnits: 400_000 });
+    expect(b.boundSetBy).toBe('dynamodb-writes');
+    expect(b.lowerBoundMs).toBe(100_000);
   });
 });

@@ -46,3 +46,42 @@ export function tokenBucketLowerBound(input: LowerBoundInput): LowerBound {
   const binding = (Object.keys(ends) as (keyof typeof ends)[]).reduce((a, b) => (ends[b] > ends[a] ? b : a));
   return { lowerBoundMs: Math.round(ends[binding]), bindingAction: binding, drainMs: drain };
 }
+
+/**
+ * Launch-template adoption: no mutating call, so the bound is set by the Describe calls each node needs (one
+ * after the other: DescribeInstances, then DescribeNetworkInterfaces; every Describe action has its own bucket)
+ * and by the lease table's write and read rates. The last node's first Describe cannot start before its
+ * bucket drains, and its later Describes follow at their minimum latency; the table cannot absorb the writes
+ * faster than its rate (on-demand: the 4,000 write and 12,000 read units per second a new table starts with).
+ */
+export interface AdoptionBoundInput {
+  readonly nodes: number;
+  /** Describe actions each node calls once, in the order it calls them. */
+  readonly describeChain: readonly string[];
+  readonly describeBucket: BucketFigure;
+  readonly minDescribeLatencyMs: number;
+  /** Capacity the run consumed (measured), and what the table serves per second. */
+  readonly writeUnits: number;
+  readonly readUnits: number;
+  readonly writeUnitsPerSecond: number;
+  readonly readUnitsPerSecond: number;
+}
+
+export interface AdoptionBound {
+  readonly lowerBoundMs: number;
+  /** The Describe action or `dynamodb-writes` / `dynamodb-reads` that sets the bound. */
+  readonly boundSetBy: string;
+  readonly endsMs: Readonly<Record<string, number>>;
+}
+
+export function adoptionLowerBound(input: AdoptionBoundInput): AdoptionBound {
+  const ends: Record<string, number> = {};
+  input.describeChain.forEach((action, i) => {
+    const rest = input.describeChain.length - i;
+    ends[action] = Math.round(drainMs(input.nodes, input.describeBucket) + rest * input.minDescribeLatencyMs);
+  });
+  ends['dynamodb-writes'] = Math.round((input.writeUnits / input.writeUnitsPerSecond) * 1000);
+  ends['dynamodb-reads'] = Math.round((input.readUnits / input.readUnitsPerSecond) * 1000);
+  const boundSetBy = Object.keys(ends).reduce((a, b) => ((ends[b] ?? 0) > (ends[a] ?? 0) ? b : a));
+  return { lowerBoundMs: ends[boundSetBy] ?? 0, boundSetBy, endsMs: ends };
+}

@@ -10,6 +10,8 @@ export interface BenchFlags {
   readonly timeScale: number | undefined;
   readonly concurrency: number | undefined;
   readonly seed: number;
+  /** scale: pod ENIs from the launch template, adopted by the Lambda (issue 17). */
+  readonly adopt?: boolean;
 }
 
 export type Benchmark = (flags: BenchFlags) => Promise<Record<string, unknown>>;
@@ -25,6 +27,7 @@ export const BENCHMARKS: Readonly<Record<string, Benchmark>> = {
       timeScale: f.timeScale ?? 1,
       maxConcurrency: f.concurrency ?? 5,
       seed: f.seed,
+      adopt: f.adopt === true,
     };
     const secondary = await runScaleBench({ ...base, prefixDelegation: false });
     const prefixes = await runScaleBench({ ...base, prefixDelegation: true });

@@ -1,7 +1,8 @@
 /**
  * `npm run bench` runs every benchmark; `npm run bench -- NAME…` runs some (cni, churn, scale, cost).
  * Each prints ONE JSON line: `{"bench": NAME, …figures, "machine": {…}}`. Flags: `--rounds N` (cni),
- * `--seconds N` (churn), `--instances N` or `--large` (scale: 1000 instances), `--time-scale X` and
+ * `--seconds N` (churn), `--instances N` or `--large` (scale: 1000 instances), `--adopt` (scale: pod ENIs
+ * from the launch template, adopted), `--time-scale X` and
  * `--concurrency N` (scale: simulator pace, Lambda MaximumConcurrency), `--seed N`.
  * Never part of `npm test`: these are figures, not pass/fail — nothing here asserts a wall-clock limit.
  */
@@ -18,6 +19,7 @@ const { values, positionals } = parseArgs({
     'time-scale': { type: 'string' },
     concurrency: { type: 'string' },
     large: { type: 'boolean', default: false },
+    adopt: { type: 'boolean', default: false },
     seed: { type: 'string' },
   },
 });
@@ -29,6 +31,7 @@ const flags: BenchFlags = {
   timeScale: values['time-scale'] ? Number(values['time-scale']) : undefined,
   concurrency: values.concurrency ? Number(values.concurrency) : undefined,
   seed: values.seed ? Number(values.seed) : 1,
+  adopt: values.adopt,
 };
 
 const names = positionals.length > 0 ? positionals : Object.keys(BENCHMARKS);

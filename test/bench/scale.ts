@@ -1,16 +1,19 @@
 import { readFileSync } from 'node:fs';
+import { type _InstanceType, CreateLaunchTemplateCommand, EC2Client } from '@aws-sdk/client-ec2';
 import { DEFAULT_LATENCY_MS } from '../../infra/local/ec2/latency.js';
 import { DEFAULT_DELAYS } from '../../infra/local/ec2/simulator.js';
-import { parseControlPlaneConfig } from '../../shared/config/control-plane.js';
+import { type ControlPlaneConfig, parseControlPlaneConfig } from '../../shared/config/control-plane.js';
 import { EC2_BUDGET_ENV } from '../../shared/ec2/budget-env.js';
 import { BudgetedEc2 } from '../../shared/ec2/budgeted-ec2.js';
 import { MUTATING_ACTIONS } from '../../shared/ec2/port.js';
+import { launchTemplateEniTags } from '../../shared/ec2/tags.js';
 import { formatViolations } from '../../shared/invariants/checker.js';
 import type { LifecycleDeps } from '../../shared/lifecycle/deps.js';
 import { planLaunch } from '../../shared/planner/launch-plan.js';
+import { planTemplateEnis } from '../../shared/planner/template-plan.js';
 import { limitsOf } from '../control-plane/support/limits.js';
-import { ControlPlaneCloud, waitFor } from './control-plane-cloud.js';
-import { type BucketFigure, tokenBucketLowerBound } from './lower-bound.js';
+import { CLUSTER, ControlPlaneCloud, waitFor } from './control-plane-cloud.js';
+import { adoptionLowerBound, type BucketFigure, tokenBucketLowerBound } from './lower-bound.js';
 import { percentile, ratio, round } from './stats.js';
 
 export interface ScaleBenchOptions {
@@ -23,6 +26,8 @@ export interface ScaleBenchOptions {
   readonly seed: number;
   /** The account's EC2 rate budget in front of EC2 (default on; `VPC_LEASE_EC2_BUDGET=off` for a comparison). */
   readonly ec2Budget?: boolean;
+  /** Pod ENIs declared in the group's launch template and adopted by the Lambda (no mutating EC2 call). */
+  readonly adopt?: boolean;
 }
 
 const throttling = JSON.parse(
@@ -31,6 +36,52 @@ const throttling = JSON.parse(
 
 const bucketOf = (action: string): BucketFigure => throttling.buckets[action] ?? throttling.otherMutating;
 const JITTER = 0.7; // the latency model draws within ±30 %
+/** What adoption calls per node (shared/lifecycle/adopt.ts); limits and subnet CIDRs are cached per container. */
+const ADOPTION_DESCRIBES = ['DescribeInstances', 'DescribeNetworkInterfaces'];
+/** A new on-demand table serves up to 4,000 write and 12,000 read request units per second (DynamoDB guide). */
+const ON_DEMAND_WRITE_UNITS_PER_S = 4000;
+const ON_DEMAND_READ_UNITS_PER_S = 12_000;
+const WRITE_OPERATIONS = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem', 'TransactWriteItems']);
+
+/** The node group's launch template with the pod ENIs the construct would declare (same planner, same tags). */
+async function createPodEniTemplate(
+  c: ControlPlaneCloud,
+  config: ControlPlaneConfig,
+  instanceType: string,
+): Promise<string> {
+  const name = 'scale-pod-enis';
+  const client = new EC2Client({ region: c.cloud.region });
+  try {
+    await client.send(
+      new CreateLaunchTemplateCommand({
+        LaunchTemplateName: name,
+        LaunchTemplateData: {
+          InstanceType: instanceType as _InstanceType,
+          NetworkInterfaces: [
+            { DeviceIndex: 0, DeleteOnTermination: true },
+            ...planTemplateEnis({ ...config, limits: limitsOf(instanceType) }).map((e) => ({
+              DeviceIndex: e.deviceIndex,
+              NetworkCardIndex: e.networkCardIndex,
+              ...(e.prefixCount > 0
+                ? { Ipv4PrefixCount: e.prefixCount }
+                : { SecondaryPrivateIpAddressCount: e.ipCount }),
+              DeleteOnTermination: true,
+            })),
+          ],
+          TagSpecifications: [
+            {
+              ResourceType: 'network-interface',
+              Tags: Object.entries(launchTemplateEniTags(CLUSTER)).map(([Key, Value]) => ({ Key, Value })),
+            },
+          ],
+        },
+      }),
+    );
+  } finally {
+    client.destroy();
+  }
+  return name;
+}
 
 /**
  * `scale`: N instances launched at once by one Auto Scaling group, on the simulator with AWS's token buckets
@@ -53,7 +104,7 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
     existing: [{ deviceIndex: 0, networkCardIndex: limits.defaultNetworkCardIndex }],
   });
   const podEnis = options.instances * plan.enis.length;
-  const bound = tokenBucketLowerBound({
+  const createBound = tokenBucketLowerBound({
     podEnis,
     buckets: {
       create: bucketOf('CreateNetworkInterface'),
@@ -67,6 +118,20 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
     },
     attachMs: DEFAULT_DELAYS.attachMs,
   });
+  const adopt = options.adopt === true;
+  // The Describe part of the adoption bound, known before the run (the DynamoDB part needs the measured units).
+  const adoptionBound = (writeUnits: number, readUnits: number) =>
+    adoptionLowerBound({
+      nodes: options.instances,
+      describeChain: ADOPTION_DESCRIBES,
+      describeBucket: bucketOf('Describe*'),
+      minDescribeLatencyMs: DEFAULT_LATENCY_MS['DescribeInstances']! * JITTER,
+      writeUnits,
+      readUnits,
+      writeUnitsPerSecond: ON_DEMAND_WRITE_UNITS_PER_S,
+      readUnitsPerSecond: ON_DEMAND_READ_UNITS_PER_S,
+    });
+  const estimatedBoundMs = adopt ? adoptionBound(0, 0).lowerBoundMs : createBound.lowerBoundMs;
 
   const c = await ControlPlaneCloud.start({
     timeScale: options.timeScale,
@@ -78,10 +143,12 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
     ec2Budget: options.ec2Budget ?? process.env[EC2_BUDGET_ENV] !== 'off',
   });
   try {
+    const template = adopt ? await createPodEniTemplate(c, config, options.instanceType) : undefined;
+    c.cloud.ec2.admin.resetCounts();
     const t0 = Date.now();
-    c.createGroup('scale', options.instanceType, options.instances);
+    c.createGroup('scale', options.instanceType, options.instances, c.subnetIds, template);
     // Generous: five times the bound plus the boot time, scaled; a run that misses it reports what is left.
-    const budgetMs = (bound.lowerBoundMs * 5 + 120_000) * Math.max(options.timeScale, 0.05);
+    const budgetMs = (estimatedBoundMs * 5 + 120_000) * Math.max(options.timeScale, 0.05);
     const settled = await waitFor(() => {
       const instances = c.groupInstances('scale');
       return (
@@ -113,11 +180,20 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
         .map(([action, n]) => [action, n.throttled]),
     );
     const report = await c.check(10 * 60_000);
+    const units = { write: 0, read: 0 };
+    for (const [op, n] of c.dynamo.units) units[WRITE_OPERATIONS.has(op) ? 'write' : 'read'] += n;
+    const bound = adopt
+      ? adoptionBound(units.write, units.read)
+      : { lowerBoundMs: createBound.lowerBoundMs, boundSetBy: createBound.bindingAction };
     const ratioToBound = ratio(elapsedMs, bound.lowerBoundMs);
+    const mutatingCalls = Object.entries(counts)
+      .filter(([action]) => MUTATING_ACTIONS.has(action))
+      .reduce((sum, [, n]) => sum + n.calls, 0);
     return {
       instances: options.instances,
       instanceType: options.instanceType,
       prefixDelegation: options.prefixDelegation,
+      podEnisFrom: adopt ? 'launch template (adopted)' : 'create-and-attach',
       timeScale: options.timeScale,
       lambdaMaxConcurrency: options.maxConcurrency,
       settled: settled === true,
@@ -132,8 +208,10 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
         last: Math.round(percentile(completions, 100)),
       },
       tokenBucketLowerBoundMs: bound.lowerBoundMs,
-      boundSetBy: bound.bindingAction,
+      boundSetBy: bound.boundSetBy,
       ratioToLowerBound: ratioToBound,
+      dynamoDbCapacityUnits: { write: round(units.write), read: round(units.read) },
+      mutatingEc2CallsPerNode: perNode(mutatingCalls),
       lifecycleActions: { continued, abandoned, timedOut },
       mutatingEc2CallsPerNodeByAction: mutatingPerNode,
       describeCallsPerNodeByAction: describePerNode,
@@ -150,6 +228,7 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
       firstViolation: formatViolations(report).split('\n')[0] || undefined,
       targets: {
         within1_1xLowerBound: ratioToBound <= 1.1,
+        ...(adopt ? { zeroMutatingCallsPerNode: mutatingCalls === 0 } : {}),
         noLifecycleTimeout: timedOut === 0,
       },
     };

@@ -171,6 +171,9 @@ describe('npm start (the local scenario)', () => {
     });
     expect(report.settings).toMatchObject({ prefixDelegation: true, podSubnet: '10.0.64.0/20', nodes: 1 });
     expect(Object.values(report.invariants).every(Boolean)).toBe(true);
+    // Without the plugin, the pods' claims and releases still go as the node's own session: judged, never denied.
+    expect(report.iam.nodeRequestsAllowed).toBeGreaterThanOrEqual(report.pods.running * 2);
+    expect(report.iam.deniedDuringRun).toBe(0);
     expect(report.lifecycle.terminate.count).toBe(0); // one node: nothing to terminate
     expect(report.cleanup).toEqual({ links: 0, namespaces: 0, done: true });
     const { store, close } = await openStore(dir);

@@ -11,7 +11,7 @@ import {
   SetDesiredCapacityCommand,
   TerminateInstanceInAutoScalingGroupCommand,
 } from '@aws-sdk/client-auto-scaling';
-import { DescribeInstancesCommand, EC2Client } from '@aws-sdk/client-ec2';
+import { CreateLaunchTemplateCommand, DescribeInstancesCommand, EC2Client } from '@aws-sdk/client-ec2';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AutoScalingSimulatorHandle } from '../../infra/local/autoscaling/index.js';
 import { startAutoScalingSimulator } from '../../infra/local/autoscaling/index.js';
@@ -178,6 +178,48 @@ describe('Auto Scaling simulator over the Query protocol', () => {
         { Key: 'cluster', Value: 'c1' },
       ]),
     );
+    await client.send(new DeleteAutoScalingGroupCommand({ AutoScalingGroupName: name, ForceDelete: true }));
+  });
+
+  it('launches from a launch template with NetworkInterfaces: pod ENIs in the chosen subnet, tagged, at launch', async () => {
+    await ec2.send(
+      new CreateLaunchTemplateCommand({
+        LaunchTemplateName: 'pod-enis',
+        LaunchTemplateData: {
+          InstanceType: 'm5.xlarge',
+          NetworkInterfaces: [
+            { DeviceIndex: 0 },
+            { DeviceIndex: 1, SecondaryPrivateIpAddressCount: 3, DeleteOnTermination: true },
+            { DeviceIndex: 2, SecondaryPrivateIpAddressCount: 2, DeleteOnTermination: true },
+          ],
+          TagSpecifications: [{ ResourceType: 'network-interface', Tags: [{ Key: 'vpc-lease:cluster', Value: 'c1' }] }],
+        },
+      }),
+    );
+    n += 1;
+    const name = `asg-${n}`;
+    await client.send(
+      new CreateAutoScalingGroupCommand({
+        AutoScalingGroupName: name,
+        MinSize: 0,
+        MaxSize: 2,
+        DesiredCapacity: 2,
+        VPCZoneIdentifier: `${subnetA},${subnetB}`,
+        LaunchTemplate: { LaunchTemplateName: 'pod-enis', Version: '$Latest' },
+      }),
+    );
+    const instances = (await describeGroup(name)).Instances ?? [];
+    expect(instances).toHaveLength(2);
+    for (const i of instances) {
+      expect(i.InstanceType).toBe('m5.xlarge');
+      const nics = ec2Sim.api.instanceInterfaces(i.InstanceId!);
+      const subnet = ec2Sim.api.getInstance(i.InstanceId!)?.subnetId;
+      expect(nics.map((x) => [x.deviceIndex, x.subnetId, x.privateIpAddresses.length, x.deleteOnTermination])).toEqual([
+        [0, subnet, 1, true],
+        [1, subnet, 4, true],
+        [2, subnet, 3, true],
+      ]);
+    }
     await client.send(new DeleteAutoScalingGroupCommand({ AutoScalingGroupName: name, ForceDelete: true }));
   });
 

@@ -332,6 +332,25 @@ describe('detectDrift', () => {
     );
   });
 
+  it('checks launch-template ENIs by their attachment (no instance tag), but never the template-tagged boot ENI', () => {
+    const template = { [ENI_TAGS.owner]: 'launch-template' };
+    const adopted = { ...attached('eni-a', ['10.0.0.10', '10.0.0.21'], template) };
+    const { [ENI_TAGS.instance]: _none, ...untagged } = adopted.tags;
+    const boot = attached('eni-boot', ['10.0.0.99'], template);
+    const drift = detectDrift({
+      nowMs: NOW,
+      graceMs: 60_000,
+      nodes: [n],
+      leasesByNode: new Map([[n.instanceArn, [lease('10.0.0.10')]]]),
+      enis: [
+        { ...adopted, tags: untagged },
+        { ...boot, tags: untagged, attachment: { ...boot.attachment!, deviceIndex: 0 } },
+      ],
+      instanceStates: new Map([[instanceId, 'running']]),
+    });
+    expect(drift.map((d) => [d.kind, d.address])).toEqual([['address-without-lease', '10.0.0.21']]);
+  });
+
   it('finds a recorded ENI that EC2 shows detached', () => {
     const drift = detectDrift({
       nowMs: NOW,

@@ -5,7 +5,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { buildSea } from '../../infra/build.js';
 import { missing } from '../support/capabilities.js';
 import type { GuestCaseResult } from '../vm/guest/runner.js';
-import { runInVm } from '../vm/vm.js';
+import { runInVm, writeNodePolicy } from '../vm/vm.js';
 
 /**
  * The single executable in the ipvlan VM (one boot for this file): installed by itself and run with Node masked,
@@ -38,7 +38,8 @@ describe.skipIf(skipReason !== undefined)('VM: the single executable on real ipv
       logLevel: 'warning',
     });
     const sea = await buildSea(join(outDir, 'bin'), { reuse: true });
-    const run = await runInVm(['node', join(outDir, 'guest.mjs'), resultFile, sea], {
+    const policyFile = await writeNodePolicy(outDir);
+    const run = await runInVm(['node', join(outDir, 'guest.mjs'), resultFile, sea, policyFile], {
       outDir,
       timeoutS: 600,
       onLine: process.env['VPC_LEASE_VM_VERBOSE'] === '1' ? (line) => process.stderr.write(`vm: ${line}\n`) : undefined,

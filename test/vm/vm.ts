@@ -20,6 +20,7 @@ import {
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { build } from 'esbuild';
+import { synthesizedNodePolicy } from '../../infra/local/iam/synthesize-node-policy.js';
 
 export interface VmOptions {
   /** Host folder the guest may write (mounted at the same path). */
@@ -259,4 +260,14 @@ export async function bundleGuest(entry: string, outfile: string): Promise<void>
     banner: { js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);" },
     logLevel: 'warning',
   });
+}
+
+/**
+ * The node policy synthesized from the construct (cached), as JSON in `outDir` for a guest: the guests judge the
+ * plugin's requests with it at an IAM-enforcing endpoint, and never load aws-cdk-lib under emulation.
+ */
+export async function writeNodePolicy(outDir: string): Promise<string> {
+  const path = join(outDir, 'node-policy.json');
+  writeFileSync(path, JSON.stringify(await synthesizedNodePolicy()));
+  return path;
 }

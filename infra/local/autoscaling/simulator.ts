@@ -308,8 +308,16 @@ export class AutoScalingSimulator {
 
   private launch(group: Group): boolean {
     const subnetId = pickSubnet(group);
+    // A template the EC2 simulator holds brings its NetworkInterfaces (pod ENIs created at launch) and tags.
+    const template = group.launchTemplate
+      ? this.options.ec2.launchTemplate({
+          ...(group.launchTemplate.LaunchTemplateId ? { id: group.launchTemplate.LaunchTemplateId } : {}),
+          ...(group.launchTemplate.LaunchTemplateName ? { name: group.launchTemplate.LaunchTemplateName } : {}),
+        })
+      : undefined;
     const instanceType =
       group.instanceTypes[0] ??
+      template?.instanceType ??
       (group.launchTemplate ? this.options.resolveInstanceType?.(group.launchTemplate) : undefined) ??
       this.options.defaultInstanceType ??
       'm5.large';
@@ -317,7 +325,22 @@ export class AutoScalingSimulator {
     for (const tag of group.tags.values()) if (tag.PropagateAtLaunch) tags[tag.Key] = tag.Value;
     let launched: ReturnType<Ec2SimulatorApi['launchInstance']>;
     try {
-      launched = this.options.ec2.launchInstance({ instanceType, subnetId, tags });
+      launched = this.options.ec2.launchInstance({
+        instanceType,
+        subnetId,
+        tags,
+        // Auto Scaling picks the subnet: a template ENI that names none goes into it, the boot ENI always does.
+        ...(template
+          ? {
+              networkInterfaces: template.networkInterfaces.map((n) => {
+                if (n.deviceIndex !== 0) return n;
+                const { subnetId: _groupPicksIt, ...boot } = n;
+                return boot;
+              }),
+              networkInterfaceTags: template.networkInterfaceTags,
+            }
+          : {}),
+      });
     } catch (err) {
       const activity = this.activity(
         group,

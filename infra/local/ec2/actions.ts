@@ -1,6 +1,7 @@
 import type {
   AssignPrivateIpAddressesRequest,
   AttachNetworkInterfaceRequest,
+  CreateLaunchTemplateRequest,
   CreateNetworkInterfaceRequest,
   CreateSecurityGroupRequest,
   CreateSubnetRequest,
@@ -10,11 +11,13 @@ import type {
   DeleteTagsRequest,
   DetachNetworkInterfaceRequest,
   ModifyNetworkInterfaceAttributeRequest,
+  ModifySubnetAttributeRequest,
   RunInstancesRequest,
   TagSpecification,
   TerminateInstancesRequest,
   UnassignPrivateIpAddressesRequest,
 } from '@aws-sdk/client-ec2';
+import type { LaunchRequest } from '../ports.js';
 import { DESCRIBE_HANDLERS } from './describe-actions.js';
 import {
   assignAddresses,
@@ -28,6 +31,8 @@ import {
 import { Ec2ApiError, notFound } from './errors.js';
 import type { ClientTokens } from './idempotency.js';
 import { launchInstance, terminateInstance } from './instances.js';
+import { addressesPerLaunch, resolveLaunchInterfaces } from './launch-interfaces.js';
+import { createLaunchTemplate, launchInterfaceSpecs, requireLaunchTemplate, tagsOfType } from './launch-templates.js';
 import { INSTANCE_STATE_CODES, type Tags } from './model.js';
 import { insufficient } from './subnet-pool.js';
 import { eniView, instanceView, subnetView, tagList, vpcView } from './views.js';
@@ -59,9 +64,24 @@ function tagsFor(specs: readonly TagSpecification[] | undefined, resourceType: s
 function runInstances(ctx: ActionContext, input: RunInstancesRequest): Output {
   const { world } = ctx;
   return ctx.tokens.run('RunInstances', input as unknown as Output, () => {
-    const subnetId = input.SubnetId ?? input.NetworkInterfaces?.[0]?.SubnetId;
+    const template = input.LaunchTemplate ? requireLaunchTemplate(world, input.LaunchTemplate) : undefined;
+    const requested = launchInterfaceSpecs(input.NetworkInterfaces);
+    if (requested.length > 0 && input.SubnetId !== undefined)
+      throw new Ec2ApiError(
+        'InvalidParameterCombination',
+        'Network interfaces and an instance-level subnet ID may not be specified on the same request',
+      );
+    if (requested.length > 0 && (input.SecurityGroupIds?.length ?? 0) > 0)
+      throw new Ec2ApiError(
+        'InvalidParameterCombination',
+        'Network interfaces and an instance-level security groups may not be specified on the same request',
+      );
+    const networkInterfaces = requested.length > 0 ? requested : (template?.networkInterfaces ?? []);
+    const bootSpec = networkInterfaces.find((n) => n.deviceIndex === 0 && (n.networkCardIndex ?? 0) === 0);
+    const subnetId = input.SubnetId ?? bootSpec?.subnetId;
     if (!subnetId) throw new Ec2ApiError('VPCIdNotSpecified', 'No default VPC for this user.');
-    if (!input.InstanceType) {
+    const instanceType = input.InstanceType ?? template?.instanceType;
+    if (!instanceType) {
       throw new Ec2ApiError('MissingParameter', 'The request must contain the parameter InstanceType');
     }
     const minCount = input.MinCount ?? 1;
@@ -69,28 +89,36 @@ function runInstances(ctx: ActionContext, input: RunInstancesRequest): Output {
     if (minCount < 1 || maxCount < minCount) {
       throw new Ec2ApiError('InvalidParameterValue', `Invalid MinCount/MaxCount: ${minCount}/${maxCount}`);
     }
-    world.limitsOf(input.InstanceType);
-    const subnet = world.subnet(subnetId);
-    if (subnet.pool.available() < minCount) throw insufficient(subnetId);
-    const count = Math.min(maxCount, subnet.pool.available());
-    const tags = Object.fromEntries(
-      tagsFor(
-        input.TagSpecifications?.filter((t) => t.ResourceType !== 'network-interface'),
-        'instance',
+    const request: LaunchRequest = {
+      instanceType,
+      subnetId,
+      securityGroupIds: input.SecurityGroupIds ?? bootSpec?.groupIds ?? [],
+      tags: Object.fromEntries(
+        tagsFor(
+          input.TagSpecifications?.filter((t) => t.ResourceType !== 'network-interface'),
+          'instance',
+        ),
       ),
-    );
-    const groupIds = input.SecurityGroupIds ?? input.NetworkInterfaces?.[0]?.Groups ?? [];
+      networkInterfaces,
+      networkInterfaceTags: {
+        ...template?.networkInterfaceTags,
+        ...tagsOfType(input.TagSpecifications, 'network-interface'),
+      },
+      ...(input.ImageId ? { imageId: input.ImageId } : {}),
+    };
+    const launch = resolveLaunchInterfaces(world, world.limitsOf(instanceType), request);
+    // As many instances as every subnet the launch draws from can hold, at least MinCount.
+    let fits = maxCount;
+    for (const [id, need] of addressesPerLaunch(launch))
+      fits = Math.min(fits, Math.floor(world.subnet(id).pool.available() / need));
+    if (fits < minCount) {
+      const short = [...addressesPerLaunch(launch)].find(
+        ([id, need]) => world.subnet(id).pool.available() < need * minCount,
+      );
+      throw insufficient(short?.[0] ?? subnetId);
+    }
     const reservationId = world.random.id('r');
-    const instances = Array.from({ length: count }, () =>
-      launchInstance(world, {
-        instanceType: input.InstanceType as string,
-        subnetId,
-        securityGroupIds: groupIds,
-        tags,
-        reservationId,
-        ...(input.ImageId ? { imageId: input.ImageId } : {}),
-      }),
-    );
+    const instances = Array.from({ length: fits }, () => launchInstance(world, { ...request, reservationId }, launch));
     return {
       ReservationId: reservationId,
       OwnerId: world.config.accountId,
@@ -230,6 +258,23 @@ export const HANDLERS: Readonly<Record<string, Handler>> = {
     return { GroupId: group.groupId, Tags: tagList(group.tags) };
   },
   RunInstances: runInstances,
+  CreateLaunchTemplate: (ctx, input: CreateLaunchTemplateRequest) => {
+    const t = createLaunchTemplate(ctx.world, input);
+    return {
+      LaunchTemplate: {
+        LaunchTemplateId: t.launchTemplateId,
+        LaunchTemplateName: t.launchTemplateName,
+        DefaultVersionNumber: 1,
+        LatestVersionNumber: 1,
+        CreateTime: new Date(ctx.world.timeline.nowMs()),
+      },
+    };
+  },
+  ModifySubnetAttribute: (ctx, input: ModifySubnetAttributeRequest) => {
+    const subnet = ctx.world.subnet(input.SubnetId ?? '');
+    if (input.MapPublicIpOnLaunch?.Value !== undefined) subnet.mapPublicIpOnLaunch = input.MapPublicIpOnLaunch.Value;
+    return {};
+  },
   TerminateInstances: terminateInstances,
   CreateNetworkInterface: createNetworkInterface,
   AttachNetworkInterface: attachNetworkInterface,

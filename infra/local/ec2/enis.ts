@@ -132,8 +132,10 @@ export interface AttachSpec {
   readonly instanceId: string;
   readonly deviceIndex: number;
   readonly networkCardIndex?: number;
-  /** Boot ENIs are attached at launch: attached at once, DeleteOnTermination set. */
+  /** ENIs created by RunInstances are attached at launch: attached at once, DeleteOnTermination set. */
   readonly atLaunch?: boolean;
+  /** At launch: the NetworkInterfaces entry's DeleteOnTermination (default true). */
+  readonly deleteOnTermination?: boolean;
 }
 
 export function attachEni(world: Ec2World, spec: AttachSpec): string {
@@ -189,7 +191,7 @@ export function attachEni(world: Ec2World, spec: AttachSpec): string {
     networkCardIndex: cardIndex,
     attachTimeMs: world.timeline.nowMs(),
     status: spec.atLaunch ? ('attached' as const) : ('attaching' as const),
-    deleteOnTermination: spec.atLaunch === true,
+    deleteOnTermination: spec.atLaunch === true && spec.deleteOnTermination !== false,
   };
   eni.attachment = attachment;
   if (!spec.atLaunch) {

@@ -1,46 +1,59 @@
 import type { LaunchRequest, SimInstanceState } from '../ports.js';
-import { attachEni, createEni, removeEni } from './enis.js';
+import { attachEni, removeEni } from './enis.js';
 import { Ec2ApiError } from './errors.js';
-import type { InstanceRecord } from './model.js';
+import {
+  createLaunchEnis,
+  type LaunchInterfaces,
+  type ResolvedInterface,
+  resolveLaunchInterfaces,
+} from './launch-interfaces.js';
+import type { EniRecord, InstanceRecord } from './model.js';
 import type { Ec2World } from './world.js';
 
 /**
  * Instance lifecycle. RunInstances and the Auto Scaling simulator both come through `launchInstance`, so an
- * instance always has its boot ENI at device index 0 (DeleteOnTermination, attached at once, as EC2 reports it
- * during `pending`), and moves pending → running after the configured delay.
+ * instance always has its boot ENI at device index 0 and the launch's other ENIs (RunInstances or launch
+ * template NetworkInterfaces), all attached at once as EC2 reports them during `pending`, and moves
+ * pending → running after the configured delay.
  */
 export function launchInstance(
   world: Ec2World,
   request: LaunchRequest & { readonly reservationId?: string },
+  resolved?: LaunchInterfaces,
 ): InstanceRecord {
-  world.limitsOf(request.instanceType);
-  const subnet = world.subnet(request.subnetId);
-  const groupIds = [...(request.securityGroupIds ?? [])];
-  world.checkGroups(groupIds, subnet.vpcId);
-  const eni = createEni(world, {
-    subnetId: subnet.subnetId,
-    description: 'Primary network interface',
-    groupIds,
-  });
+  const launch = resolved ?? resolveLaunchInterfaces(world, world.limitsOf(request.instanceType), request);
+  const enis = createLaunchEnis(world, launch, request.networkInterfaceTags ?? {});
+  const boot = enis[0] as EniRecord;
+  const bootSpec = launch.interfaces[0] as ResolvedInterface;
   const instance: InstanceRecord = {
     instanceId: world.random.id('i'),
     reservationId: request.reservationId ?? world.random.id('r'),
     instanceType: request.instanceType,
     state: 'pending',
-    subnetId: subnet.subnetId,
-    vpcId: subnet.vpcId,
-    availabilityZone: subnet.availabilityZone,
+    subnetId: boot.subnetId,
+    vpcId: boot.vpcId,
+    availabilityZone: boot.availabilityZone,
     imageId: request.imageId ?? 'ami-0123456789abcdef0',
-    privateIp: eni.privateIps[0] as string,
-    bootEniId: eni.eniId,
-    groupIds,
+    privateIp: boot.privateIps[0] as string,
+    bootEniId: boot.eniId,
+    groupIds: [...bootSpec.groupIds],
     launchTimeMs: world.timeline.nowMs(),
     tags: new Map(Object.entries(request.tags ?? {})),
     visibleAtMs: world.visibleAt(),
     stateReason: undefined,
+    ...(launch.publicIp ? { publicIp: world.nextPublicIp() } : {}),
   };
   world.instances.set(instance.instanceId, instance);
-  attachEni(world, { eniId: eni.eniId, instanceId: instance.instanceId, deviceIndex: 0, atLaunch: true });
+  for (const [i, spec] of launch.interfaces.entries()) {
+    attachEni(world, {
+      eniId: (enis[i] as EniRecord).eniId,
+      instanceId: instance.instanceId,
+      deviceIndex: spec.deviceIndex,
+      networkCardIndex: spec.networkCardIndex,
+      atLaunch: true,
+      deleteOnTermination: spec.deleteOnTermination,
+    });
+  }
   world.setInstanceState(instance, 'pending', true);
   world.timeline.after(world.config.delays.instancePendingMs, () => {
     if (instance.state === 'pending') world.setInstanceState(instance, 'running');

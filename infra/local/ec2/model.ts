@@ -18,6 +18,8 @@ export interface SubnetRecord {
   readonly availabilityZoneId: string;
   readonly pool: SubnetPool;
   readonly tags: Tags;
+  /** ModifySubnetAttribute MapPublicIpOnLaunch: a launch with ONE network interface gets a public IPv4. */
+  mapPublicIpOnLaunch: boolean;
 }
 
 export interface SecurityGroupRecord {
@@ -76,6 +78,7 @@ export interface InstanceRecord {
   readonly tags: Tags;
   readonly visibleAtMs: number;
   stateReason: string | undefined;
+  readonly publicIp?: string;
 }
 
 export const INSTANCE_STATE_CODES: Record<SimInstanceState, number> = {

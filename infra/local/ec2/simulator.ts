@@ -1,6 +1,13 @@
 import type { InstanceLimits } from '../../../shared/domain/limits.js';
 import { errorMessage } from '../../../shared/errors.js';
-import type { Ec2SimulatorApi, InstanceStateChange, LaunchRequest, SimInstance, SimInterface } from '../ports.js';
+import type {
+  Ec2SimulatorApi,
+  InstanceStateChange,
+  LaunchRequest,
+  SimInstance,
+  SimInterface,
+  SimLaunchTemplate,
+} from '../ports.js';
 import { type ActionContext, HANDLERS } from './actions.js';
 import { type BucketSpec, loadInstanceTypes, loadThrottling, type ThrottlingTable } from './catalog.js';
 import { decodeRequest, encodeError, encodeResponse } from './codec.js';
@@ -9,6 +16,7 @@ import { FaultInjector, type FaultSpec } from './faults.js';
 import { ClientTokens } from './idempotency.js';
 import { launchInstance, terminateInstance } from './instances.js';
 import { LatencyModel } from './latency.js';
+import { findLaunchTemplate } from './launch-templates.js';
 import type { SubnetRecord, VpcRecord } from './model.js';
 import { SeededRandom } from './random.js';
 import { TokenBuckets } from './throttle.js';
@@ -276,6 +284,10 @@ export class Ec2Simulator implements Ec2SimulatorApi, Ec2Admin {
     return this.world.onInstanceStateChange(listener);
   }
 
+  launchTemplate(spec: { readonly id?: string; readonly name?: string }): SimLaunchTemplate | undefined {
+    return findLaunchTemplate(this.world, spec);
+  }
+
   private simInstance(instanceId: string): SimInstance | undefined {
     const i = this.world.instances.get(instanceId);
     if (!i) return undefined;
@@ -292,6 +304,7 @@ export class Ec2Simulator implements Ec2SimulatorApi, Ec2Admin {
       privateIpAddress: i.privateIp,
       launchTimeMs: i.launchTimeMs,
       tags: Object.fromEntries(i.tags),
+      ...(i.publicIp ? { publicIpAddress: i.publicIp } : {}),
     };
   }
 

@@ -51,7 +51,7 @@ export function subnetView(world: Ec2World, subnetId: string): Subnet {
     State: 'available',
     OwnerId: world.config.accountId,
     DefaultForAz: false,
-    MapPublicIpOnLaunch: false,
+    MapPublicIpOnLaunch: s.mapPublicIpOnLaunch,
     SubnetArn: `arn:aws:ec2:${world.config.region}:${world.config.accountId}:subnet/${s.subnetId}`,
     Tags: tagList(s.tags),
   };
@@ -162,6 +162,7 @@ export function instanceView(world: Ec2World, instance: InstanceRecord): Instanc
     SubnetId: gone ? undefined : instance.subnetId,
     VpcId: gone ? undefined : instance.vpcId,
     PrivateIpAddress: gone ? undefined : instance.privateIp,
+    PublicIpAddress: gone ? undefined : instance.publicIp,
     LaunchTime: new Date(instance.launchTimeMs),
     Architecture: 'x86_64',
     Hypervisor: 'xen',

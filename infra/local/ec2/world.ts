@@ -1,6 +1,6 @@
 import type { InstanceLimits } from '../../../shared/domain/limits.js';
 import { parseCidr } from '../../../shared/ipv4.js';
-import type { InstanceStateChange, SimInstanceState } from '../ports.js';
+import type { InstanceStateChange, SimInstanceState, SimLaunchTemplate } from '../ports.js';
 import { Ec2ApiError, notFound } from './errors.js';
 import type { EniRecord, InstanceRecord, SecurityGroupRecord, SubnetRecord, Tags, VpcRecord } from './model.js';
 import type { SeededRandom } from './random.js';
@@ -45,6 +45,9 @@ export class Ec2World {
   readonly groups = new Map<string, SecurityGroupRecord>();
   readonly instances = new Map<string, InstanceRecord>();
   readonly enis = new Map<string, EniRecord>();
+  readonly launchTemplates = new Map<string, SimLaunchTemplate>();
+  /** Public IPv4s come from a counter, not the seeded stream, so enabling them does not move other ids. */
+  private publicIps = 0;
   private readonly listeners = new Set<(change: InstanceStateChange) => void>();
   private attachmentsPaused = false;
   private readonly heldProgress: (() => void)[] = [];
@@ -117,6 +120,7 @@ export class Ec2World {
       availabilityZoneId: `use1-az${az.charCodeAt(az.length - 1) - 96}`,
       pool: new SubnetPool(cidrBlock, this.random),
       tags: new Map(),
+      mapPublicIpOnLaunch: false,
     };
     this.subnets.set(subnet.subnetId, subnet);
     return subnet;
@@ -141,6 +145,11 @@ export class Ec2World {
     };
     this.groups.set(group.groupId, group);
     return group;
+  }
+
+  nextPublicIp(): string {
+    this.publicIps += 1;
+    return `198.51.${Math.floor(this.publicIps / 256) % 256}.${this.publicIps % 256}`;
   }
 
   vpc(vpcId: string): VpcRecord {

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
-import type { LeaseStore } from '../../../shared/lease-store/port.js';
+import { LightDynamoClient } from '../../../shared/dynamo/light-client.js';
+import { DynamoLeaseStore } from '../../../shared/lease-store/dynamo-lease-store.js';
 import type { LocalCloud } from '../cloud.js';
 import { CniPods } from './cni-pods.js';
 import { type HostNet, probeHostNet } from './host-net.js';
@@ -14,7 +15,6 @@ export interface DatapathChoice {
 export interface DatapathInput {
   readonly cloud: LocalCloud;
   readonly hostNet: HostNet;
-  readonly store: LeaseStore;
   readonly tableName: string;
   readonly localDir: string;
   readonly reuseWaitMs: number;
@@ -27,7 +27,7 @@ export interface DatapathInput {
  * control plane alone, saying why. The binary is built into the local folder (a fresh clone has no dist/).
  */
 export async function chooseDatapath(input: DatapathInput): Promise<DatapathChoice> {
-  const { cloud, hostNet, store, say } = input;
+  const { cloud, hostNet, say } = input;
   let reason: string | null = null;
   const capability = probeHostNet();
   if (input.controlPlaneOnly) reason = 'asked for --control-plane-only';
@@ -43,7 +43,17 @@ export async function chooseDatapath(input: DatapathInput): Promise<DatapathChoi
   }
   if (!binary || reason) {
     say(`pods: control plane only — ${reason}; pods claim and release leases on the store, no datapath`);
-    return { driver: new LeaseStorePods(store, cloud.region, cloud.accountId, input.reuseWaitMs), reason };
+    // The plugin's own client, signed with the instance's role session, at the enforcing endpoint.
+    const storeFor = (instanceId: string) =>
+      new DynamoLeaseStore({
+        api: new LightDynamoClient({
+          endpoint: cloud.endpoints.dynamodb,
+          region: cloud.region,
+          credentials: async () => cloud.nodeSession(instanceId).credentials,
+        }),
+        tableName: input.tableName,
+      });
+    return { driver: new LeaseStorePods(storeFor, cloud.region, cloud.accountId, input.reuseWaitMs), reason };
   }
   hostNet.startReaper(input.localDir);
   await hostNet.detectLinkKind();

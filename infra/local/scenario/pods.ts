@@ -33,16 +33,30 @@ export interface PodDriver {
   close(): Promise<void>;
 }
 
-/** Control plane only: the plugin's two store calls, timed, without namespaces or links. */
+/**
+ * Control plane only: the plugin's two store calls, timed, without namespaces or links. Each node's calls go
+ * with that instance's own role session (`storeFor`), as the plugin's do, so the enforcing endpoint judges them
+ * by the node policy rather than passing them as the control plane's.
+ */
 export class LeaseStorePods implements PodDriver {
   readonly kind = 'lease-store';
+  private readonly stores = new Map<string, LeaseStore>();
 
   constructor(
-    private readonly store: LeaseStore,
+    private readonly storeFor: (instanceId: string) => LeaseStore,
     private readonly region: string,
     private readonly accountId: string,
     private readonly reuseWaitMs: number,
   ) {}
+
+  private store(instanceId: string): LeaseStore {
+    let store = this.stores.get(instanceId);
+    if (!store) {
+      store = this.storeFor(instanceId);
+      this.stores.set(instanceId, store);
+    }
+    return store;
+  }
 
   async prepareNode(): Promise<void> {}
 
@@ -51,7 +65,7 @@ export class LeaseStorePods implements PodDriver {
     if (!pod.netns) pod.netns = `/var/run/netns/${pod.name}`;
     const start = performance.now();
     try {
-      const lease = await this.store.claim(
+      const lease = await this.store(pod.instanceId).claim(
         instanceArn(this.region, this.accountId, pod.instanceId),
         {
           containerId: pod.containerId,
@@ -71,7 +85,7 @@ export class LeaseStorePods implements PodDriver {
   async del(pod: Pod): Promise<PodCall> {
     const start = performance.now();
     try {
-      await this.store.release(
+      await this.store(pod.instanceId).release(
         instanceArn(this.region, this.accountId, pod.instanceId),
         { containerId: pod.containerId, ifName: pod.ifName },
         Date.now(),
@@ -88,7 +102,9 @@ export class LeaseStorePods implements PodDriver {
     return undefined;
   }
 
-  async forgetNode(): Promise<void> {}
+  async forgetNode(instanceId: string): Promise<void> {
+    this.stores.delete(instanceId);
+  }
 
   async close(): Promise<void> {}
 }

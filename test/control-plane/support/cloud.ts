@@ -1,6 +1,7 @@
 import type { SQSEvent } from 'aws-lambda';
 import { LAUNCHING, TERMINATING } from '../../../infra/local/autoscaling/simulator.js';
 import { type LocalCloud, type LocalCloudOptions, startLocalCloud } from '../../../infra/local/cloud.js';
+import { HOOKLESS_LAUNCH_PATTERN } from '../../../infra/local/events/lifecycle-rules.js';
 import type { EventSourceMapping } from '../../../infra/local/sqs/event-source-mapping.js';
 import type { Queue } from '../../../infra/local/sqs/queue.js';
 import { lifecycleDepsFromEnv } from '../../../lambdas/instance-lifecycle/deps.js';
@@ -38,6 +39,8 @@ export interface LifecycleCloudOptions {
   readonly visibilityTimeoutS?: number;
   /** The hooks' heartbeat timeout in simulated seconds (default 7200, AWS's maximum). */
   readonly hookTimeoutS?: number;
+  /** Also route EC2 pending/running state changes (the construct's `hooklessLaunches`). */
+  readonly hookless?: boolean;
 }
 
 /**
@@ -82,6 +85,7 @@ export class LifecycleCloud {
       { source: ['aws.ec2'], 'detail-type': [STATE_CHANGE_DETAIL_TYPE], detail: { state: ['terminated'] } },
       [queue],
     );
+    if (options.hookless) cloud.putRule('vpc-lease-launch-states', HOOKLESS_LAUNCH_PATTERN, [queue]);
     Object.assign(process.env, cloud.env);
     const fromEnv = lifecycleDepsFromEnv({
       ...process.env,

@@ -6,8 +6,9 @@
  *   node guest.mjs agent <web|dns> <name>
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import type { SynthesizedNodePolicy } from '../../../infra/local/iam/node-policy.js';
 import { KUBE_JUMPS, kubeProxyRules, type Service } from '../kube-proxy.js';
 import {
   buildTopology,
@@ -26,7 +27,7 @@ import {
   VPC_MTU,
 } from '../topology.js';
 import { BIG_BYTES, DNS_ANSWER, runAgent } from './agent.js';
-import { addPodNetns, Cluster, shippedConfig } from './cluster.js';
+import { addPodNetns, Cluster, ROOT, shippedConfig } from './cluster.js';
 import { type FabricImds, startFabricImds } from './imds.js';
 import { buildFabric, cmd, exec, ip, restore } from './net.js';
 
@@ -399,6 +400,7 @@ async function runConfig(
   try {
     if (addError) {
       out.push({ config, cell: 'ADD', ok: false, detail: addError, ms: 0 });
+      writeAddDiagnostics(config);
       return;
     }
     const p = Object.fromEntries(nodes.map((n) => [n.name, roles(n, pods[n.name]!)]));
@@ -440,6 +442,19 @@ async function runConfig(
       ms: 0,
     });
     for (const n of nodes) for (const pod of pods[n.name]!) ip('netns', 'del', pod.ns);
+  }
+}
+
+/** What explains a failed ADD: the plugin's own log on each node (the last 200 lines). */
+function writeAddDiagnostics(config: string): void {
+  const dir = dirname(process.argv[2]!);
+  for (const node of ['node1', 'node2']) {
+    try {
+      const lines = readFileSync(join(ROOT, node, 'var/log/vpc-lease/cni.log'), 'utf8').trim().split('\n');
+      writeFileSync(join(dir, `diag-${config.replace('/', '-')}-${node}-cni.log`), lines.slice(-200).join('\n'));
+    } catch (err) {
+      writeFileSync(join(dir, `diag-${config.replace('/', '-')}-${node}-cni.log`), String(err));
+    }
   }
 }
 
@@ -495,10 +510,24 @@ function modeChangeCell(cluster: Cluster, mode: Mode, n1: NodePods): Cell {
   };
 }
 
+/** Invariant 7 on the fabric: every plugin request of every node was judged by the node policy and allowed. */
+function iamCell(cluster: Cluster): CellResult {
+  const { allowed, denied } = cluster.iamDecisions();
+  const ok = allowed > 0 && denied.length === 0;
+  const detail = denied.length > 0 ? `denied: ${short(denied.join('; '))}` : ok ? '' : 'no node request was judged';
+  return {
+    config: 'install',
+    cell: `every node request judged by the node policy and allowed (${allowed})`,
+    ok,
+    detail,
+    ms: 0,
+  };
+}
+
 async function main(): Promise<void> {
-  const [resultFile, cni] = process.argv.slice(2);
-  if (!resultFile || !cni) {
-    console.error('usage: guest.mjs <result-file> <path of the built vpc-lease-cni>');
+  const [resultFile, cni, policyFile] = process.argv.slice(2);
+  if (!resultFile || !cni || !policyFile) {
+    console.error('usage: guest.mjs <result-file> <path of the built vpc-lease-cni> <synthesized node policy JSON>');
     process.exit(2);
   }
   const only = process.env['FABRIC_ONLY']?.split(',');
@@ -507,8 +536,9 @@ async function main(): Promise<void> {
   const nodes = buildTopology();
   buildFabric(nodes);
   ip('-n', 'node2', 'addr', 'add', `${TRAP_IP}/32`, 'dev', 'eth0');
-  const imds = await startFabricImds(nodes);
   const cluster = new Cluster(nodes, cni);
+  await cluster.startStore(JSON.parse(readFileSync(policyFile, 'utf8')) as SynthesizedNodePolicy);
+  const imds = await startFabricImds(nodes, (instanceId) => cluster.sessionFor(instanceId));
   const outside = startAgent(cluster, 'outside', 'web', 'outside', true);
   for (const n of nodes) cluster.web(n.name, n.name, HOST_PORT, true);
   await outside;
@@ -526,6 +556,7 @@ async function main(): Promise<void> {
         }
         save();
       }
+    out.push(iamCell(cluster));
   } finally {
     save();
     await cluster.close();

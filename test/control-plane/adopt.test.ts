@@ -1,0 +1,172 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { LaunchInterfaceSpec } from '../../infra/local/ports.js';
+import { MUTATING_ACTIONS } from '../../shared/ec2/port.js';
+import { launchTemplateEniTags } from '../../shared/ec2/tags.js';
+import { formatViolations } from '../../shared/invariants/checker.js';
+import { createLifecycleRecordHandler } from '../../shared/lifecycle/record-handler.js';
+import { planTemplateEnis } from '../../shared/planner/template-plan.js';
+import { launchEventBody } from './support/events.js';
+import { Harness, type HarnessOptions } from './support/harness.js';
+import { limitsOf } from './support/limits.js';
+
+/** The pod ENIs the construct would put in the node group's launch template, for this harness's config. */
+function templateEnis(h: Harness, instanceType: string): LaunchInterfaceSpec[] {
+  const { prefixDelegation, minLeases, warmHighLeases, maxPods } = h.config;
+  return planTemplateEnis({ limits: limitsOf(instanceType), prefixDelegation, minLeases, warmHighLeases, maxPods }).map(
+    (e) => ({
+      deviceIndex: e.deviceIndex,
+      networkCardIndex: e.networkCardIndex,
+      ...(e.ipCount > 0 ? { secondaryPrivateIpAddressCount: e.ipCount } : {}),
+      ...(e.prefixCount > 0 ? { ipv4PrefixCount: e.prefixCount } : {}),
+      deleteOnTermination: true,
+    }),
+  );
+}
+
+function launchFromTemplate(
+  h: Harness,
+  instanceType: string,
+  networkInterfaces: readonly LaunchInterfaceSpec[],
+  tags: Record<string, string> = launchTemplateEniTags(h.config.clusterName),
+): string {
+  return h.sim.api.launchInstance({
+    instanceType,
+    subnetId: h.subnetId,
+    networkInterfaces,
+    networkInterfaceTags: tags,
+  }).instanceId;
+}
+
+/** EC2 calls that reached the simulator, by action (its own request log, not the adapter's metrics). */
+function simCalls(h: Harness): { mutating: Record<string, number>; describe: Record<string, number> } {
+  const counts = h.sim.admin.counts();
+  const pick = (keep: (action: string) => boolean) =>
+    Object.fromEntries(
+      Object.entries(counts)
+        .filter(([a]) => keep(a))
+        .map(([a, n]) => [a, n.calls]),
+    );
+  return { mutating: pick((a) => MUTATING_ACTIONS.has(a)), describe: pick((a) => a.startsWith('Describe')) };
+}
+
+describe('Function: adoptTemplateEnis (launch-template adoption, EC2 simulator + dynalite)', () => {
+  let h: Harness;
+  const start = async (options?: HarnessOptions): Promise<void> => {
+    h = await Harness.start({ ec2: { timeScale: 0.001 }, ...options });
+  };
+  afterEach(async () => {
+    await h?.close();
+  });
+
+  it('adopts the template ENIs with zero mutating EC2 calls and leases every secondary address', async () => {
+    await start();
+    const id = launchFromTemplate(h, 'm5.large', templateEnis(h, 'm5.large'));
+    h.sim.admin.resetCounts();
+
+    // One container (one set of deps) for both launches, as a Lambda container would be.
+    const handle = createLifecycleRecordHandler(h.deps());
+    await handle(launchEventBody(id));
+    expect(h.requeue.queued).toEqual([]);
+
+    const node = await h.store.getNode(h.instanceArnOf(id));
+    const leases = await h.store.listLeases(h.instanceArnOf(id));
+    const ifaces = h.sim.api.instanceInterfaces(id).filter((i) => i.deviceIndex > 0);
+    expect(node?.phase).toBe('READY');
+    expect(node?.enis.map((e) => [e.deviceIndex, e.eniId, e.step])).toEqual(
+      ifaces.map((i) => [i.deviceIndex, i.eniId, 'LEASED']),
+    );
+    const expected = ifaces.flatMap((i) => i.privateIpAddresses.slice(1).map((ip) => `${ip}@${i.eniId}/${i.mac}`));
+    expect(expected).toHaveLength(16);
+    expect(leases.map((l) => `${l.ip}@${l.eniId}/${l.mac}`).sort()).toEqual(expected.sort());
+    expect(leases.every((l) => l.state === 'FREE' && l.gateway === '10.0.0.1' && l.subnetCidr === '10.0.0.0/22')).toBe(
+      true,
+    );
+    expect(h.autoScaling.resultFor(id)).toEqual(['CONTINUE']);
+    const calls = simCalls(h);
+    expect(calls.mutating).toEqual({});
+    expect(calls.describe).toEqual({
+      DescribeInstances: 1,
+      DescribeInstanceTypes: 1,
+      DescribeNetworkInterfaces: 1,
+      DescribeSubnets: 1,
+    });
+    expect(formatViolations(await h.check())).toBe('');
+
+    // A second node in the same container: limits and the subnet's CIDR are cached, two Describes remain.
+    const second = launchFromTemplate(h, 'm5.large', templateEnis(h, 'm5.large'));
+    h.sim.admin.resetCounts();
+    await handle(launchEventBody(second));
+    expect((await h.store.getNode(h.instanceArnOf(second)))?.phase).toBe('READY');
+    expect(simCalls(h)).toEqual({ mutating: {}, describe: { DescribeInstances: 1, DescribeNetworkInterfaces: 1 } });
+  });
+
+  it('adopts /28 prefixes in prefix-delegation mode, one lease per address up to the cap', async () => {
+    await start({ config: { prefixDelegation: true } });
+    const enis = templateEnis(h, 'm5.large');
+    expect(enis).toEqual([expect.objectContaining({ deviceIndex: 1, ipv4PrefixCount: 1 })]);
+    const id = launchFromTemplate(h, 'm5.large', enis);
+    h.sim.admin.resetCounts();
+    await h.drive(launchEventBody(id));
+    const leases = await h.store.listLeases(h.instanceArnOf(id));
+    const [prefix] = h.sim.api.instanceInterfaces(id).find((i) => i.deviceIndex === 1)!.ipv4Prefixes;
+    expect(leases).toHaveLength(16);
+    expect(leases.every((l) => l.prefix === prefix)).toBe(true);
+    expect(simCalls(h).mutating).toEqual({});
+    expect(formatViolations(await h.check())).toBe('');
+  });
+
+  it('ABANDONs with config: when a template ENI would outlive the instance (DeleteOnTermination off)', async () => {
+    await start();
+    const enis = templateEnis(h, 'm5.large').map((e, i) => (i === 0 ? { ...e, deleteOnTermination: false } : e));
+    const id = launchFromTemplate(h, 'm5.large', enis);
+    h.sim.admin.resetCounts();
+    await h.drive(launchEventBody(id));
+    const node = await h.store.getNode(h.instanceArnOf(id));
+    expect(node?.phase).toBe('FAILED');
+    expect(node?.failureReason).toMatch(
+      /^config: launch-template pod ENIs not adopted: eni-\w+ \(device 1\): DeleteOnTermination is off/,
+    );
+    expect(h.autoScaling.resultFor(id)).toEqual(['ABANDON']);
+    expect(await h.store.listLeases(h.instanceArnOf(id))).toEqual([]);
+    expect(simCalls(h).mutating).toEqual({});
+  });
+
+  it('ABANDONs with config: when the template ENIs hold prefixes but prefix delegation is off', async () => {
+    await start();
+    const id = launchFromTemplate(h, 'm5.large', [{ deviceIndex: 1, ipv4PrefixCount: 1, deleteOnTermination: true }]);
+    await h.drive(launchEventBody(id));
+    const node = await h.store.getNode(h.instanceArnOf(id));
+    expect(node?.failureReason).toMatch(/prefixes while prefix delegation is off/);
+    expect(h.autoScaling.resultFor(id)).toEqual(['ABANDON']);
+  });
+
+  it('ABANDONs with config: when the template ENIs carry fewer addresses than minLeases', async () => {
+    await start();
+    const id = launchFromTemplate(h, 'm5.large', [
+      { deviceIndex: 1, secondaryPrivateIpAddressCount: 3, deleteOnTermination: true },
+    ]);
+    await h.drive(launchEventBody(id));
+    const node = await h.store.getNode(h.instanceArnOf(id));
+    expect(node?.failureReason).toBe("config: the launch template's pod ENIs carry 3 addresses, below minLeases 8");
+    expect(h.autoScaling.resultFor(id)).toEqual(['ABANDON']);
+  });
+
+  it('leaves ENIs that are not tagged for the cluster alone and creates its pod ENIs around them', async () => {
+    await start();
+    const id = launchFromTemplate(
+      h,
+      'm5.large',
+      [{ deviceIndex: 1, secondaryPrivateIpAddressCount: 2, deleteOnTermination: true }],
+      { 'vpc-lease:cluster': 'someone-else' },
+    );
+    const foreign = h.sim.api.instanceInterfaces(id).find((i) => i.deviceIndex === 1)!;
+    h.sim.admin.resetCounts();
+    await h.drive(launchEventBody(id));
+    const node = await h.store.getNode(h.instanceArnOf(id));
+    expect(node?.phase).toBe('READY');
+    expect(node?.enis.map((e) => e.deviceIndex)).toEqual([2]);
+    const leases = await h.store.listLeases(h.instanceArnOf(id));
+    expect(leases.some((l) => l.eniId === foreign.eniId)).toBe(false);
+    expect(simCalls(h).mutating['CreateNetworkInterface']).toBe(1);
+  });
+});
