@@ -89,7 +89,8 @@ async function settle(deps: LifecycleDeps, event: ActionableEvent, outcome: Step
 
 function delayFor(deps: LifecycleDeps, outcome: Extract<StepOutcome, { kind: 'wait' }>, attempt: number): number {
   const policy = deps.retry ?? DEFAULT_RETRY_POLICY;
-  if (outcome.afterS !== undefined) return Math.max(1, Math.ceil(outcome.afterS));
+  // Capped like any back-off, so a deferred launch looks again (and heartbeats) at least that often.
+  if (outcome.afterS !== undefined) return Math.max(1, Math.min(policy.backoffMaxS, Math.ceil(outcome.afterS)));
   if (outcome.delay === 'attaching') return policy.attachingDelayS;
   const random = deps.random ?? Math.random;
   // "Equal jitter" (AWS Architecture Blog, "Exponential Backoff And Jitter"): spreads a storm's retries
