@@ -9,6 +9,7 @@ import * as sources from 'aws-cdk-lib/aws-lambda-event-sources';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { type ControlPlaneConfig, controlPlaneConfigToEnv } from '../../shared/config/control-plane.js';
+import { clusterTagKey } from '../../shared/lifecycle/hookless.js';
 import { ControlPlaneFunction } from './control-plane-function.js';
 import { EventQueue } from './event-queue.js';
 import { eniCollectorStatements, eniManagerStatements, lifecycleActionStatements } from './lambda-policies.js';
@@ -77,6 +78,7 @@ export class VpcLeaseAllocator extends Construct {
       clusterName,
       autoScalingGroups: resolved.autoScalingGroups,
       heartbeatTimeout: Duration.seconds(resolved.config.heartbeatTimeoutS),
+      hooklessLaunches: resolved.hooklessLaunches,
       queue: this.queue,
       deadLetterQueue: this.deadLetterQueue,
     });
@@ -87,7 +89,12 @@ export class VpcLeaseAllocator extends Construct {
         `heartbeatTimeout (${resolved.config.heartbeatTimeoutS} s) is not longer than the queue's visibility ` +
           `timeout (${retryAfterS} s): a launch whose record fails once is abandoned before SQS redelivers it`,
       );
-    const ec2Scope = { clusterName, vpcId: resolved.vpcId, groupNames: this.lifecycleEvents.groupNames };
+    const ec2Scope = {
+      clusterName,
+      vpcId: resolved.vpcId,
+      groupNames: this.lifecycleEvents.groupNames,
+      ...(resolved.hooklessLaunches ? { instanceTagKey: clusterTagKey(resolved.config) } : {}),
+    };
 
     const environment = controlPlaneConfigToEnv({
       ...resolved.config,

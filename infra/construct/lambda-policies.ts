@@ -8,6 +8,8 @@ export interface Ec2Scope {
   readonly vpcId: string;
   /** Instances of these groups may receive ENIs; empty means any instance in the Region. */
   readonly groupNames: readonly string[];
+  /** With launches without a hook: instances carrying this tag (any value) may receive ENIs too. */
+  readonly instanceTagKey?: string;
 }
 
 /** EC2 reads the control plane needs. Describe* has no resource-level permissions: `*`, this Region only. */
@@ -62,10 +64,25 @@ export function eniManagerStatements(construct: Construct, scope: Ec2Scope): iam
     resourceName: scope.vpcId,
     arnFormat: ArnFormat.SLASH_RESOURCE_NAME,
   });
-  const instanceCondition =
-    scope.groupNames.length > 0
-      ? { conditions: { StringEquals: { [`ec2:ResourceTag/${ASG_NAME_TAG_KEY}`]: [...scope.groupNames] } } }
-      : {};
+  // Statements OR together: an instance of one of the groups, or one with the cluster tag (hook-less launches).
+  const instanceConditions: [string, Record<string, unknown>][] = [];
+  if (scope.groupNames.length > 0)
+    instanceConditions.push([
+      'AttachToGroupInstance',
+      { StringEquals: { [`ec2:ResourceTag/${ASG_NAME_TAG_KEY}`]: [...scope.groupNames] } },
+    ]);
+  if (scope.instanceTagKey)
+    instanceConditions.push([
+      'AttachToClusterTaggedInstance',
+      { Null: { [`ec2:ResourceTag/${scope.instanceTagKey}`]: 'false' } },
+    ]);
+  const attach = (sid: string, conditions?: Record<string, unknown>): iam.PolicyStatement =>
+    new iam.PolicyStatement({
+      sid,
+      actions: ['ec2:AttachNetworkInterface', 'ec2:DetachNetworkInterface', 'ec2:ModifyNetworkInterfaceAttribute'],
+      resources: [ec2Arn(construct, 'instance')],
+      ...(conditions ? { conditions } : {}),
+    });
   return [
     describeStatement(construct),
     new iam.PolicyStatement({
@@ -92,12 +109,9 @@ export function eniManagerStatements(construct: Construct, scope: Ec2Scope): iam
       resources: [eniArn],
       conditions: clusterEniCondition(scope),
     }),
-    new iam.PolicyStatement({
-      sid: 'AttachToGroupInstance',
-      actions: ['ec2:AttachNetworkInterface', 'ec2:DetachNetworkInterface', 'ec2:ModifyNetworkInterfaceAttribute'],
-      resources: [ec2Arn(construct, 'instance')],
-      ...instanceCondition,
-    }),
+    ...(instanceConditions.length === 0
+      ? [attach('AttachToGroupInstance')]
+      : instanceConditions.map(([sid, conditions]) => attach(sid, conditions))),
   ];
 }
 

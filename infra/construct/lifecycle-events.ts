@@ -4,11 +4,14 @@ import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import { HOOKLESS_LAUNCH_STATES } from '../../shared/lifecycle/hookless.js';
 
 export interface LifecycleEventsProps {
   readonly clusterName: string;
   readonly autoScalingGroups: readonly (autoscaling.IAutoScalingGroup | string)[];
   readonly heartbeatTimeout: Duration;
+  /** Also route EC2 `pending`/`running` state changes: launches without a hook. @default false */
+  readonly hooklessLaunches?: boolean;
   readonly queue: sqs.IQueue;
   readonly deadLetterQueue: sqs.IQueue;
 }
@@ -33,6 +36,8 @@ export class LifecycleEvents extends Construct {
   readonly hooks: readonly autoscaling.LifecycleHook[];
   readonly lifecycleRule: events.Rule | undefined;
   readonly terminatedRule: events.Rule;
+  /** EC2 `pending`/`running` state changes, with `hooklessLaunches`. */
+  readonly launchStateRule: events.Rule | undefined;
 
   constructor(scope: Construct, id: string, props: LifecycleEventsProps) {
     super(scope, id);
@@ -86,7 +91,7 @@ export class LifecycleEvents extends Construct {
         },
         targets: [target],
       });
-    } else {
+    } else if (!props.hooklessLaunches) {
       Annotations.of(this).addWarningV2(
         'vpc-lease:no-groups',
         'no autoScalingGroups: no lifecycle hooks, so launched instances get no ENIs',
@@ -98,5 +103,18 @@ export class LifecycleEvents extends Construct {
       eventPattern: { source: ['aws.ec2'], detailType: [STATE_CHANGE_DETAIL_TYPE], detail: { state: ['terminated'] } },
       targets: [target],
     });
+    // Every instance of the account and Region matches (EventBridge cannot see tags): the handler reads the
+    // instance's tags and ignores those without the cluster tag.
+    this.launchStateRule = props.hooklessLaunches
+      ? new events.Rule(this, 'LaunchStateRule', {
+          description: `vpc-lease ${props.clusterName}: EC2 instances pending or running (launches without a hook)`,
+          eventPattern: {
+            source: ['aws.ec2'],
+            detailType: [STATE_CHANGE_DETAIL_TYPE],
+            detail: { state: [...HOOKLESS_LAUNCH_STATES] },
+          },
+          targets: [target],
+        })
+      : undefined;
   }
 }

@@ -78,6 +78,19 @@ export interface VpcLeaseAllocatorProps {
   readonly poolInterval?: Duration;
   /** How often the reconciler runs (leaked ENIs go after two runs). @default 5 minutes */
   readonly reconcileInterval?: Duration;
+  /**
+   * Also provision instances launched without a lifecycle hook (Karpenter, EC2 Fleet, plain RunInstances, managed
+   * node groups without our hook): EC2's `pending`/`running` state changes go into the lifecycle queue, and an
+   * instance carrying the `clusterTagKey` tag gets its ENIs and leases; the node's CNI STATUS keeps it NotReady
+   * until then. The Lambdas may then attach ENIs to any instance with that tag.
+   * @default false
+   */
+  readonly hooklessLaunches?: boolean;
+  /**
+   * The instance tag (any value) that marks an instance launched without a hook as a node of this cluster.
+   * @default `kubernetes.io/cluster/<clusterName>` (EKS and Karpenter set it to `owned`)
+   */
+  readonly clusterTagKey?: string;
   /** Instance roles of the cluster's nodes; the node policy is attached to each. @default none */
   readonly nodeRoles?: readonly iam.IRole[];
   /** Actions for every alarm (an SNS topic, say). @default none */
@@ -98,6 +111,7 @@ export interface ResolvedAllocatorProps {
   readonly podSubnetIds: readonly string[];
   readonly securityGroupIds: readonly string[];
   readonly autoScalingGroups: readonly (autoscaling.IAutoScalingGroup | string)[];
+  readonly hooklessLaunches: boolean;
   readonly maxConcurrency: number;
   readonly removalPolicy: RemovalPolicy;
   readonly tableName: string | undefined;
@@ -123,6 +137,10 @@ export function resolveAllocatorProps(props: VpcLeaseAllocatorProps): ResolvedAl
     problems.push(`vpc: ${JSON.stringify(vpcId)} is not a VPC id`);
   if (props.clusterName !== undefined && Token.isUnresolved(props.clusterName))
     problems.push('clusterName: must be a literal (it names hooks and scopes IAM conditions)');
+  if (props.clusterTagKey !== undefined && Token.isUnresolved(props.clusterTagKey))
+    problems.push('clusterTagKey: must be a literal (it names an IAM condition key)');
+  if (props.clusterTagKey !== undefined && props.hooklessLaunches !== true)
+    problems.push('clusterTagKey: only hooklessLaunches uses it; set hooklessLaunches: true or leave it out');
   const maxConcurrency = props.maxConcurrency ?? 5;
   // SQS event sources accept MaximumConcurrency 2..1000.
   if (!Number.isInteger(maxConcurrency) || maxConcurrency < 2 || maxConcurrency > 1000)
@@ -168,6 +186,7 @@ export function resolveAllocatorProps(props: VpcLeaseAllocatorProps): ResolvedAl
         heartbeatTimeoutS,
         eniMinAgeForGcMs: props.eniMinAgeForGc?.toMilliseconds(),
         logLevel: props.logLevel,
+        clusterTagKey: props.clusterTagKey,
       }),
     );
   } catch (err) {
@@ -182,6 +201,7 @@ export function resolveAllocatorProps(props: VpcLeaseAllocatorProps): ResolvedAl
     podSubnetIds,
     securityGroupIds,
     autoScalingGroups: groups,
+    hooklessLaunches: props.hooklessLaunches ?? false,
     maxConcurrency,
     removalPolicy: props.removalPolicy ?? RemovalPolicy.RETAIN,
     tableName,

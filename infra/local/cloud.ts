@@ -19,7 +19,7 @@ import type { SimScheduler } from './events/scheduler.js';
 import { createScheduler } from './events/scheduler.js';
 import { queueTarget } from './events/targets.js';
 import { IamEndpoint, type InstanceSession } from './iam/endpoint.js';
-import { synthesizedNodePolicy } from './iam/node-policy.js';
+import { synthesizedNodePolicy } from './iam/synthesize-node-policy.js';
 import { ImdsService } from './imds/service.js';
 import type { EventSourceMappingOptions } from './sqs/event-source-mapping.js';
 import { EventSourceMapping } from './sqs/event-source-mapping.js';

@@ -2,6 +2,7 @@ import { SdkAutoScaling } from '../../shared/autoscaling/sdk-autoscaling.js';
 import { systemClock } from '../../shared/clock.js';
 import { controlPlaneConfigFromEnv } from '../../shared/config/control-plane.js';
 import { createSdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
+import { budgetedEc2FromEnv } from '../../shared/ec2/budget-env.js';
 import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
 import { ValidationError } from '../../shared/errors.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
@@ -24,14 +25,16 @@ export function lifecycleDepsFromEnv(env: NodeJS.ProcessEnv = process.env): Life
   if (!queueUrl) throw new ValidationError(`${QUEUE_URL_ENV} is not set`);
   const logger = createLogger({ level: config.logLevel, fields: { service: 'instance-lifecycle' } });
   const metrics = new Metrics(logger, 'instance-lifecycle');
+  const api = createSdkDynamoApi();
+  const sdkEc2 = new SdkEc2({ metrics, clusterName: config.clusterName });
   return {
     config,
     logger,
     metrics,
     clock: systemClock,
-    ec2: new SdkEc2({ metrics, clusterName: config.clusterName }),
+    ec2: budgetedEc2FromEnv(env, { ec2: sdkEc2, api, tableName: config.tableName, clock: systemClock, logger }),
     autoScaling: new SdkAutoScaling({ metrics }),
-    store: new DynamoLeaseStore({ api: createSdkDynamoApi(), tableName: config.tableName }),
+    store: new DynamoLeaseStore({ api, tableName: config.tableName }),
     requeue: new SqsRequeue(queueUrl),
   };
 }

@@ -2,6 +2,7 @@ import type { DynamoDBBatchResponse } from 'aws-lambda';
 import { systemClock } from '../../shared/clock.js';
 import { controlPlaneConfigFromEnv } from '../../shared/config/control-plane.js';
 import { createSdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
+import { budgetedEc2FromEnv } from '../../shared/ec2/budget-env.js';
 import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
 import { createLogger } from '../../shared/log.js';
@@ -17,14 +18,16 @@ function fromEnv(): PoolManagerHandler {
   const config = controlPlaneConfigFromEnv();
   const logger = createLogger({ level: config.logLevel, fields: { service: 'pool-manager' } });
   const metrics = new Metrics(logger, 'pool-manager');
+  const api = createSdkDynamoApi();
+  const sdkEc2 = new SdkEc2({ metrics, clusterName: config.clusterName });
   return createPoolManagerHandler({
     config,
     logger,
     metrics,
     clock: systemClock,
-    ec2: new SdkEc2({ metrics, clusterName: config.clusterName }),
+    ec2: budgetedEc2FromEnv(process.env, { ec2: sdkEc2, api, tableName: config.tableName, clock: systemClock, logger }),
     store: new DynamoLeaseStore({
-      api: createSdkDynamoApi(),
+      api,
       tableName: config.tableName,
       onIllFormedItem: reportIllFormed(logger, metrics, config.clusterName),
     }),

@@ -1,6 +1,7 @@
 import { systemClock } from '../../shared/clock.js';
 import { controlPlaneConfigFromEnv } from '../../shared/config/control-plane.js';
 import { createSdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
+import { budgetedEc2FromEnv } from '../../shared/ec2/budget-env.js';
 import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
 import { createLogger } from '../../shared/log.js';
@@ -22,7 +23,13 @@ function fromEnv(): ReconcilerDeps {
     logger,
     metrics,
     clock: systemClock,
-    ec2: new SdkEc2({ metrics, clusterName: config.clusterName }),
+    ec2: budgetedEc2FromEnv(process.env, {
+      ec2: new SdkEc2({ metrics, clusterName: config.clusterName }),
+      api,
+      tableName: config.tableName,
+      clock: systemClock,
+      logger,
+    }),
     store: new DynamoLeaseStore({
       api,
       tableName: config.tableName,

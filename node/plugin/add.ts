@@ -1,5 +1,6 @@
 import type { Lease } from '../../shared/domain/lease.js';
 import { sameHolder } from '../../shared/domain/lease.js';
+import { StoreUnavailableError } from '../../shared/errors.js';
 import { parseCidr } from '../../shared/ipv4.js';
 import type { CniResult } from '../cni/result.js';
 import { appendResult, formatResult, parsePrevResult } from '../cni/result.js';
@@ -66,7 +67,17 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
     // Load netlink (~20 ms of CPU) while the claim's requests are on the wire; setImmediate lets them leave first.
     const datapathReady = new Promise<void>((resolve) => setImmediate(resolve)).then(() => ctx.datapath());
     datapathReady.catch(() => undefined); // awaited below; a failure is reported there, not as unhandled
-    if (!lease) lease = await store.claim(arn, holder, nowMs, { checkExisting: false });
+    if (!lease) {
+      try {
+        lease = await store.claim(arn, holder, nowMs, { checkExisting: false });
+      } catch (err) {
+        // A claim that failed on the wire may still have landed (the write done, every answer lost): give back
+        // whatever this attachment holds, or the runtime's retry of this ADD finds its own address taken.
+        if (err instanceof StoreUnavailableError)
+          await store.release(arn, holder, ctx.nowMs(), config.reuseWaitMs).catch(() => undefined);
+        throw err;
+      }
+    }
     marks['claim'] = performance.now();
     const claimed = lease;
     undo.push('claim', async () => {

@@ -58,6 +58,12 @@ export const controlPlaneSchema = {
     max: 86_400_000,
     doc: 'A FREE lease this old may be released.',
   },
+  clusterTagKey: {
+    kind: 'optionalString',
+    pattern: /^(?!aws:)[\p{L}\p{Z}\p{N}_.:/=+\-@]{1,128}$/u,
+    patternHint: 'an EC2 tag key (at most 128 characters, not starting with aws:)',
+    doc: 'Instances with this tag get ENIs without a lifecycle hook; default kubernetes.io/cluster/<clusterName>.',
+  },
   heartbeatTimeoutS: { kind: 'int', default: 300, min: 30, max: 7200, doc: 'Lifecycle hook heartbeat timeout.' },
   eniMinAgeForGcMs: {
     kind: 'int',

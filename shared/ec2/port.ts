@@ -43,6 +43,8 @@ export interface Ec2Instance {
   readonly subnetId: string;
   /** Attached (and attaching) interfaces, boot ENI included, by device index. */
   readonly interfaces: readonly Ec2Eni[];
+  /** The instance's tags: a launch without a hook is provisioned only with the cluster tag. */
+  readonly tags?: Readonly<Record<string, string>>;
 }
 
 export interface Ec2Subnet {
@@ -118,6 +120,11 @@ export interface Ec2Port {
    * node); unknown ids are simply absent instead of failing the call.
    */
   describeInstanceStates(instanceIds: readonly string[]): Promise<Map<string, string>>;
+  /**
+   * The instances EC2 knows among `instanceIds`, in as few calls as the API allows (one per 200 ids), e.g.
+   * every launch of one Lambda invocation at once; unknown ids are absent instead of failing the call.
+   */
+  describeInstances(instanceIds: readonly string[]): Promise<Map<string, Ec2Instance>>;
 }
 
 /** EC2 actions that change state: they go through the client-side concurrency cap. */

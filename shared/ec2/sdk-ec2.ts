@@ -15,6 +15,7 @@ import {
   EC2Client,
   type EC2ClientConfig,
   type Filter,
+  type Instance,
   type InstanceNetworkInterface,
   ModifyNetworkInterfaceAttributeCommand,
   type NetworkInterface,
@@ -155,19 +156,15 @@ export class SdkEc2 implements Ec2Port {
       throw err;
     }
     const instance = out.Reservations?.flatMap((r) => r.Instances ?? []).find((i) => i.InstanceId === instanceId);
-    if (!instance) return undefined;
-    const availabilityZone = instance.Placement?.AvailabilityZone ?? '';
-    return {
-      instanceId,
-      instanceType: instance.InstanceType ?? '',
-      state: instance.State?.Name ?? '',
-      availabilityZone,
-      vpcId: instance.VpcId ?? '',
-      subnetId: instance.SubnetId ?? '',
-      interfaces: (instance.NetworkInterfaces ?? [])
-        .map((n) => toEni(n, { availabilityZone, attachment: { instanceId } as Ec2Eni['attachment'] }))
-        .sort((a, b) => (a.attachment?.deviceIndex ?? 0) - (b.attachment?.deviceIndex ?? 0)),
-    };
+    return instance ? toInstance(instanceId, instance) : undefined;
+  }
+
+  async describeInstances(instanceIds: readonly string[]): Promise<Map<string, Ec2Instance>> {
+    const found = new Map<string, Ec2Instance>();
+    await this.eachInstancePage(instanceIds, (inst) => {
+      if (inst.InstanceId) found.set(inst.InstanceId, toInstance(inst.InstanceId, inst));
+    });
+    return found;
   }
 
   /** Cached for the container's life: limits of an instance type do not change. */
@@ -366,6 +363,14 @@ export class SdkEc2 implements Ec2Port {
 
   async describeInstanceStates(instanceIds: readonly string[]): Promise<Map<string, string>> {
     const states = new Map<string, string>();
+    await this.eachInstancePage(instanceIds, (inst) => {
+      if (inst.InstanceId) states.set(inst.InstanceId, inst.State?.Name ?? 'unknown');
+    });
+    return states;
+  }
+
+  /** Every instance among `instanceIds` EC2 knows, page by page, 200 ids per call. */
+  private async eachInstancePage(instanceIds: readonly string[], visit: (instance: Instance) => void): Promise<void> {
     const unique = [...new Set(instanceIds)];
     for (let i = 0; i < unique.length; i += INSTANCE_FILTER_BATCH) {
       // A filter, not InstanceIds: one unknown id in InstanceIds fails the whole call with NotFound.
@@ -381,12 +386,25 @@ export class SdkEc2 implements Ec2Port {
             }),
           ),
         );
-        for (const r of out.Reservations ?? [])
-          for (const inst of r.Instances ?? [])
-            if (inst.InstanceId) states.set(inst.InstanceId, inst.State?.Name ?? 'unknown');
+        for (const r of out.Reservations ?? []) for (const inst of r.Instances ?? []) visit(inst);
         nextToken = out.NextToken;
       } while (nextToken);
     }
-    return states;
   }
+}
+
+function toInstance(instanceId: string, instance: Instance): Ec2Instance {
+  const availabilityZone = instance.Placement?.AvailabilityZone ?? '';
+  return {
+    instanceId,
+    instanceType: instance.InstanceType ?? '',
+    state: instance.State?.Name ?? '',
+    availabilityZone,
+    vpcId: instance.VpcId ?? '',
+    subnetId: instance.SubnetId ?? '',
+    interfaces: (instance.NetworkInterfaces ?? [])
+      .map((n) => toEni(n, { availabilityZone, attachment: { instanceId } as Ec2Eni['attachment'] }))
+      .sort((a, b) => (a.attachment?.deviceIndex ?? 0) - (b.attachment?.deviceIndex ?? 0)),
+    tags: tagsOf(instance.Tags),
+  };
 }

@@ -5,12 +5,17 @@ import type { LifecycleDeps, StepOutcome } from './deps.js';
 import { done } from './deps.js';
 import { sweepInstanceEnis } from './eni-sweep.js';
 import type { LaunchEvent } from './events.js';
+import { completeLaunchAction, lifecycleRecordOf } from './hookless.js';
 
 /**
  * Gives up on a launch for an unrecoverable cause (invalid configuration, every candidate subnet exhausted,
  * instance limits, retries exhausted): logs it, records it on the node item (FAILED + reason), leaves no ENI
  * or lease behind, then completes the lifecycle action with ABANDON so Auto Scaling replaces the instance
  * right away instead of waiting for the hook to time out.
+ *
+ * Without a hook there is nothing to ABANDON and the instance is left running: its owner (Karpenter, a fleet,
+ * whoever called RunInstances) decides its fate, and vpc-lease holds no right to terminate instances. The
+ * node's STATUS keeps it NotReady with the reason; the metric raises the same alarm.
  */
 export async function abandonLaunch(
   deps: LifecycleDeps,
@@ -45,11 +50,7 @@ export async function abandonLaunch(
       createdAtMs: nowMs,
       version: 1,
     }),
-    lifecycle: {
-      autoScalingGroupName: event.lifecycle.autoScalingGroupName,
-      hookName: event.lifecycle.hookName,
-      token: event.lifecycle.token,
-    },
+    ...lifecycleRecordOf(event.lifecycle),
     phase: 'FAILED',
     failureReason: reason,
     updatedAtMs: nowMs,
@@ -67,6 +68,7 @@ export async function abandonLaunch(
   } else {
     await deps.store.updateNode(failed, node.version);
   }
-  const outcome = await deps.autoScaling.completeLifecycleAction(event.lifecycle, 'ABANDON');
+  const outcome = await completeLaunchAction(deps, event.lifecycle, 'ABANDON');
+  if (outcome === 'none') return done(`launch failed (${reason}); no lifecycle hook, the instance stays NotReady`);
   return done(`launch abandoned (${reason}); lifecycle action ${outcome === 'done' ? 'completed' : 'already gone'}`);
 }

@@ -1,18 +1,91 @@
-import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
+import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import type { Ec2Instance } from '../ec2/port.js';
+import { withPrefetchedInstance } from '../ec2/prefetched-ec2.js';
+import { withEc2CallContext } from '../ec2/rate-budget.js';
+import { errorMessage } from '../errors.js';
 import { processSqsBatch } from '../queue/batch.js';
 import type { LifecycleDeps } from './deps.js';
+import { parseLifecycleEvent } from './events.js';
 import { createLifecycleRecordHandler } from './record-handler.js';
 
 export type SqsBatchHandler = (event: SQSEvent) => Promise<SQSBatchResponse>;
 
-/** The whole Lambda behind one line: each SQS record through the record handler, then metrics flushed. */
-export function createLifecycleBatchHandler(deps: LifecycleDeps): SqsBatchHandler {
-  const handleBody = createLifecycleRecordHandler(deps);
+export interface LifecycleBatchOptions {
+  /**
+   * How long a record's EC2 calls may sleep for rate-budget tokens, from the start of the invocation
+   * (default 15 s, well inside the construct's 40 s function timeout): past it a call defers and the launch
+   * is re-enqueued with a heartbeat, so an invocation never outlives its slowest record by more than this.
+   */
+  readonly budgetWaitMs?: number;
+}
+
+interface Parsed {
+  readonly record: SQSRecord;
+  readonly arrivalMs: number;
+  readonly launchOf?: string;
+}
+
+/**
+ * The whole Lambda behind one line: each SQS record through the record handler, then metrics flushed.
+ * Before the records run, one DescribeInstances serves every launch of the batch (instead of one per
+ * record); the records then run oldest event first, and their EC2 calls take budget tokens in that order.
+ */
+export function createLifecycleBatchHandler(deps: LifecycleDeps, options: LifecycleBatchOptions = {}): SqsBatchHandler {
+  const budgetWaitMs = options.budgetWaitMs ?? 15_000;
   return async (event) => {
     try {
-      return await processSqsBatch(event, (record) => handleBody(record.body), { logger: deps.logger });
+      const parsed = (event.Records ?? []).map(parse).sort((a, b) => a.arrivalMs - b.arrivalMs);
+      const instances = await prefetch(deps, parsed);
+      const deadlineMs = deps.clock.nowMs() + budgetWaitMs;
+      const byMessage = new Map(parsed.map((p) => [p.record.messageId, p]));
+      const handlerFor = (p: Parsed | undefined): ((body: string) => Promise<void>) => {
+        const id = p?.launchOf;
+        if (!instances || id === undefined || !instances.has(id)) return createLifecycleRecordHandler(deps);
+        return createLifecycleRecordHandler({ ...deps, ec2: withPrefetchedInstance(deps.ec2, id, instances.get(id)) });
+      };
+      return await processSqsBatch(
+        { Records: parsed.map((p) => p.record) },
+        (record) => {
+          const p = byMessage.get(record.messageId);
+          return withEc2CallContext({ arrivalMs: p?.arrivalMs ?? 0, deadlineMs }, () => handlerFor(p)(record.body));
+        },
+        { logger: deps.logger },
+      );
     } finally {
       deps.metrics?.flush();
     }
   };
+}
+
+function parse(record: SQSRecord): Parsed {
+  try {
+    const event = parseLifecycleEvent(record.body);
+    if (event.kind === 'ignored') return { record, arrivalMs: 0 };
+    return { record, arrivalMs: event.timeMs, ...(event.kind === 'launch' ? { launchOf: event.instanceId } : {}) };
+  } catch {
+    // The record handler reports a malformed body itself; here it only goes first.
+    return { record, arrivalMs: 0 };
+  }
+}
+
+/** One DescribeInstances for the launches of the batch; undefined (each record describes alone) if it fails. */
+async function prefetch(
+  deps: LifecycleDeps,
+  parsed: readonly Parsed[],
+): Promise<ReadonlyMap<string, Ec2Instance | undefined> | undefined> {
+  const ids = [...new Set(parsed.flatMap((p) => (p.launchOf ? [p.launchOf] : [])))];
+  if (ids.length === 0) return undefined;
+  try {
+    const found = await withEc2CallContext({ arrivalMs: Math.min(...parsed.map((p) => p.arrivalMs)) }, () =>
+      deps.ec2.describeInstances(ids),
+    );
+    // Absent from the answer = not visible yet: the record's own wait says so, as one describe would.
+    return new Map(ids.map((id) => [id, found.get(id)]));
+  } catch (err) {
+    deps.logger.warn('batch DescribeInstances failed; each launch describes its own instance', {
+      instances: ids.length,
+      err: errorMessage(err),
+    });
+    return undefined;
+  }
 }

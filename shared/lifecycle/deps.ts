@@ -56,6 +56,8 @@ export type StepOutcome =
        * to the retry budget, so it never ends in ABANDON — the hook's own lifetime bounds it.
        */
       readonly cause?: 'account';
+      /** Seconds to wait instead of the delay's own (the EC2 rate budget knows when its next token is). */
+      readonly afterS?: number;
     };
 
 export const done = (summary: string): StepOutcome => ({ kind: 'done', summary });

@@ -1,6 +1,7 @@
 import type { LifecycleActionRef } from '../autoscaling/port.js';
 import { isInstanceId } from '../domain/arn.js';
 import { ValidationError } from '../errors.js';
+import { HOOKLESS_LAUNCH_STATES } from './hookless.js';
 
 /**
  * The SQS record body is the EventBridge event as AWS emits it. When the lifecycle Lambda re-enqueues work,
@@ -35,7 +36,8 @@ interface EventBase {
 
 export interface LaunchEvent extends EventBase {
   readonly kind: 'launch';
-  readonly lifecycle: LifecycleActionRef;
+  /** Absent for a launch without a hook: EC2's `pending`/`running` state change (hookless.ts). */
+  readonly lifecycle?: LifecycleActionRef;
 }
 
 export interface TerminateEvent extends EventBase {
@@ -117,7 +119,9 @@ export function parseLifecycleEvent(body: string): LifecycleEvent {
   if (detailType === STATE_CHANGE_DETAIL_TYPE) {
     const instanceId = str(d, 'instance-id', detailType);
     if (!isInstanceId(instanceId)) throw new ValidationError(`${detailType} has invalid instance-id ${instanceId}`);
-    return { kind: 'state-change', instanceId, state: str(d, 'state', detailType), ...base };
+    const state = str(d, 'state', detailType);
+    if (HOOKLESS_LAUNCH_STATES.includes(state)) return { kind: 'launch', instanceId, ...base };
+    return { kind: 'state-change', instanceId, state, ...base };
   }
   return { kind: 'ignored', why: `detail-type ${detailType}` };
 }

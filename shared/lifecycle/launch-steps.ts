@@ -4,8 +4,10 @@ import type { Ec2Instance } from '../ec2/port.js';
 import { errorMessage, NodeNotFoundError } from '../errors.js';
 import { METRIC_NAMES } from '../metrics.js';
 import { abandonLaunch } from './abandon.js';
+import { budgetWait } from './budget-wait.js';
 import { done, type LifecycleDeps, type StepOutcome, wait } from './deps.js';
 import type { LaunchEvent } from './events.js';
+import { completeLaunchAction } from './hookless.js';
 import { expectedLeases } from './pod-eni.js';
 import { advancePodEnis } from './pod-eni-steps.js';
 
@@ -25,6 +27,8 @@ export async function advanceEnis(
     case 'done':
       return complete(deps, event, outcome.node);
     case 'wait': {
+      const deferred = budgetWait(...outcome.failures.map((f) => f.err));
+      if (deferred) return deferred;
       const blocked = outcome.failures.map((f) => f.err).find((e) => isEc2Error(e, 'account'));
       if (!blocked) return wait(outcome.reason, outcome.delay);
       const reason = accountReason(blocked);
@@ -63,7 +67,7 @@ async function complete(deps: LifecycleDeps, event: LaunchEvent, node: NodeRecor
   const { failureReason: _waitedOn, ...rest } = node;
   const ready = await deps.store.updateNode({ ...rest, phase: 'READY', updatedAtMs: deps.clock.nowMs() }, node.version);
   deps.metrics?.add(METRIC_NAMES.launchCompleted, {});
-  const outcome = await deps.autoScaling.completeLifecycleAction(event.lifecycle, 'CONTINUE');
+  const outcome = await completeLaunchAction(deps, event.lifecycle, 'CONTINUE');
   const leases = expectedLeases(ready, deps.config.maxPods).length;
   return done(`node READY with ${ready.enis.length} pod ENI(s) and ${leases} lease(s); lifecycle ${outcome}`);
 }

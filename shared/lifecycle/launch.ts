@@ -9,8 +9,16 @@ import { PlanError } from '../planner/errors.js';
 import { planLaunch } from '../planner/launch-plan.js';
 import { abandonLaunch } from './abandon.js';
 import { adoptTemplateEnis } from './adopt.js';
+import { budgetWait } from './budget-wait.js';
 import { done, type LifecycleDeps, type StepOutcome, wait } from './deps.js';
 import type { LaunchEvent } from './events.js';
+import {
+  clusterTagKey,
+  completeLaunchAction,
+  deferToAnotherEvent,
+  isTaggedForCluster,
+  lifecycleRecordOf,
+} from './hookless.js';
 import { accountReason, advanceEnis, noteBlocked } from './launch-steps.js';
 import { candidateSubnets } from './subnets.js';
 
@@ -32,6 +40,8 @@ export async function runLaunch(deps: LifecycleDeps, event: LaunchEvent): Promis
     let node = await deps.store.getNode(arn);
     const settled = node ? await settledLaunch(deps, event, node) : undefined;
     if (settled) return settled;
+    const deferred = deferToAnotherEvent(event, node);
+    if (deferred) return deferred;
 
     // A resumed launch whose ENIs all exist needs nothing from DescribeInstances (attach and verify go by id):
     // skipping it saves a round trip per re-enqueued attempt.
@@ -41,6 +51,8 @@ export async function runLaunch(deps: LifecycleDeps, event: LaunchEvent): Promis
     const instance = await deps.ec2.describeInstance(event.instanceId);
     if (!instance) return wait('instance not visible in EC2 yet');
     if (GONE_STATES.has(instance.state)) return done(`instance is ${instance.state}; nothing to provision`);
+    if (!node && !event.lifecycle && !isTaggedForCluster(deps.config, instance))
+      return done(`no hook and no ${clusterTagKey(deps.config)} tag: not a node of this cluster`);
     const limits = await deps.ec2.describeInstanceLimits(instance.instanceType);
 
     if (!node) {
@@ -63,6 +75,8 @@ export async function runLaunch(deps: LifecycleDeps, event: LaunchEvent): Promis
   } catch (err) {
     if (err instanceof VersionConflictError || err instanceof NodeNotFoundError)
       return wait('node item changed by a concurrent invocation', 'attaching');
+    const deferred = budgetWait(err);
+    if (deferred) return deferred;
     if (isEc2Error(err, 'account')) {
       const reason = accountReason(err);
       await noteBlocked(deps, await deps.store.getNode(arn), reason);
@@ -83,11 +97,11 @@ async function settledLaunch(
   switch (node.phase) {
     case 'READY': {
       // The crash window between writing READY and completing: complete again ('gone' when it was done).
-      const outcome = await deps.autoScaling.completeLifecycleAction(event.lifecycle, 'CONTINUE');
-      return done(`node already READY; lifecycle action ${outcome === 'done' ? 'completed' : 'was already gone'}`);
+      const outcome = await completeLaunchAction(deps, event.lifecycle, 'CONTINUE');
+      return done(`node already READY; lifecycle action ${outcome === 'done' ? 'completed' : `was ${outcome}`}`);
     }
     case 'FAILED': {
-      await deps.autoScaling.completeLifecycleAction(event.lifecycle, 'ABANDON');
+      await completeLaunchAction(deps, event.lifecycle, 'ABANDON');
       return done(`node already FAILED: ${node.failureReason ?? 'no reason recorded'}`);
     }
     case 'DRAINING':
@@ -111,11 +125,7 @@ async function createPendingNode(
     instanceId: instance.instanceId,
     instanceType: instance.instanceType,
     availabilityZone: instance.availabilityZone,
-    lifecycle: {
-      autoScalingGroupName: event.lifecycle.autoScalingGroupName,
-      hookName: event.lifecycle.hookName,
-      token: event.lifecycle.token,
-    },
+    ...lifecycleRecordOf(event.lifecycle),
     limits,
     podSubnetIds: [],
     phase: 'PENDING',

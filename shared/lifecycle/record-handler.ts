@@ -43,7 +43,8 @@ async function settle(deps: LifecycleDeps, event: ActionableEvent, outcome: Step
   const delayS = delayFor(deps, outcome, attempt);
   const waitedS = event.retry.waitedS ?? 0;
   // Waits on the account (IAM propagation, an account quota) are not charged: abandoning would replace the
-  // instance into the same error. The hook bounds them: once it is gone, the heartbeat below says so.
+  // instance into the same error. The hook bounds them: once it is gone, the heartbeat below says so; without a
+  // hook, the instance's `terminated` event drains the node and the launch then stops.
   const charged = outcome.cause === 'account' ? 0 : delayS;
   if (waitedS + charged > policy.maxWaitS) {
     const reason = `retries-exhausted: gave up after waiting ${waitedS} s over ${event.retry.attempt} attempts; last: ${outcome.reason}`;
@@ -62,10 +63,11 @@ async function settle(deps: LifecycleDeps, event: ActionableEvent, outcome: Step
   let heartbeatAtMs = event.retry.heartbeatAtMs;
   // Every wait keeps the hook alive: a heartbeat per re-enqueue, so no clock (ours or a simulator's) decides
   // whether the hook outlives a slow EC2 or a busy Lambda.
-  if (event.kind !== 'state-change') {
+  const hook = event.kind === 'state-change' ? undefined : event.lifecycle;
+  if (hook) {
     let beat: 'done' | 'gone' | undefined;
     try {
-      beat = await deps.autoScaling.recordLifecycleActionHeartbeat(event.lifecycle);
+      beat = await deps.autoScaling.recordLifecycleActionHeartbeat(hook);
       heartbeatAtMs = deps.clock.nowMs();
     } catch (err) {
       log.warn('lifecycle heartbeat failed; retrying on the next attempt', { err: errorMessage(err) });
@@ -87,6 +89,7 @@ async function settle(deps: LifecycleDeps, event: ActionableEvent, outcome: Step
 
 function delayFor(deps: LifecycleDeps, outcome: Extract<StepOutcome, { kind: 'wait' }>, attempt: number): number {
   const policy = deps.retry ?? DEFAULT_RETRY_POLICY;
+  if (outcome.afterS !== undefined) return Math.max(1, Math.ceil(outcome.afterS));
   if (outcome.delay === 'attaching') return policy.attachingDelayS;
   const random = deps.random ?? Math.random;
   // "Equal jitter" (AWS Architecture Blog, "Exponential Backoff And Jitter"): spreads a storm's retries

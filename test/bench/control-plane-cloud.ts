@@ -6,6 +6,7 @@ import type { Queue } from '../../infra/local/sqs/queue.js';
 import { lifecycleDepsFromEnv } from '../../lambdas/instance-lifecycle/deps.js';
 import type { AutoScalingPort, LifecycleActionRef, LifecycleResult } from '../../shared/autoscaling/port.js';
 import { type ControlPlaneConfig, controlPlaneConfigToEnv } from '../../shared/config/control-plane.js';
+import { localBudgetEnv } from '../../shared/ec2/budget-env.js';
 import { checkInvariants, type InvariantReport } from '../../shared/invariants/checker.js';
 import { createLifecycleBatchHandler } from '../../shared/lifecycle/batch-handler.js';
 import type { LifecycleDeps } from '../../shared/lifecycle/deps.js';
@@ -34,6 +35,8 @@ export interface ControlPlaneCloudOptions {
   readonly random?: () => number;
   /** Large launches: the /20s the local cloud seeds hold ~220 nodes each at 18 addresses. */
   readonly bigSubnets?: boolean;
+  /** The account's shared EC2 rate budget in front of EC2 (default on, as deployed). */
+  readonly ec2Budget?: boolean;
 }
 
 /** How each lifecycle action ended, from the Auto Scaling side. */
@@ -90,6 +93,7 @@ export class ControlPlaneCloud {
       ...process.env,
       ...controlPlaneConfigToEnv({ tableName: TABLE, clusterName: CLUSTER, logLevel: 'error', ...options.config }),
       VPC_LEASE_QUEUE_URL: queue.url(),
+      ...localBudgetEnv(options.timeScale, options.ec2Budget ?? true),
     });
     this.deps = { ...base, autoScaling: this.recordingAutoScaling(base.autoScaling) };
     const plain = createLifecycleBatchHandler(this.deps);

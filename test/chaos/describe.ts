@@ -15,6 +15,7 @@ export function describeSchedule(s: ChaosSchedule): string {
     s.terminateMidProvisioning ? 'terminate-mid' : '',
     s.shortHookTimeoutS ? 'hook-timeout' : '',
     s.scaleInAtEnd ? 'scale-in' : '',
+    s.hookless ? 'hookless' : '',
   ].filter(Boolean);
   return `${s.instances}×${s.instanceType}${s.prefixDelegation ? ' pd' : ''} [${faults.join('; ')}]`;
 }

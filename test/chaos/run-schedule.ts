@@ -11,6 +11,7 @@ import { reconcile } from '../../shared/reconcile/reconciler.js';
 import { ControlPlaneCloud, instanceIdOf, TABLE, waitFor } from '../bench/control-plane-cloud.js';
 import { seededRandom } from '../bench/stats.js';
 import { CrashSwitch, crashable } from '../control-plane/support/crash.js';
+import { HooklessFleet } from './hookless-fleet.js';
 import { runKubeletLoops } from './kubelet.js';
 import type { ChaosSchedule } from './schedule.js';
 
@@ -104,6 +105,7 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
     hookTimeoutS: schedule.shortHookTimeoutS ?? 3600,
     wrapDeps: crashingDeps(schedule, random, crashes),
   });
+  const fleet = schedule.hookless ? new HooklessFleet(c) : undefined;
   let lateEventsReplayed = 0;
   let kubeletPods = 0;
   let deleted = 0;
@@ -122,7 +124,8 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
     // A Lambda outage longer than the hook timeout: the first launches time out. Both ends of the outage are
     // conditions, not durations, so a loaded machine cannot turn the replacements' launches into timeouts too.
     if (schedule.shortHookTimeoutS !== undefined) c.mapping.setEnabled(false);
-    c.createGroup(GROUP, schedule.instanceType, schedule.instances);
+    if (fleet) fleet.launch(schedule.instances, schedule.instanceType);
+    else c.createGroup(GROUP, schedule.instanceType, schedule.instances);
     if (schedule.shortHookTimeoutS !== undefined) {
       const timedOutAll = await waitFor(
         () => c.outcomes.filter((o) => o.result === 'TIMEOUT').length >= schedule.instances,
@@ -140,6 +143,7 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
     if (schedule.terminateMidProvisioning > 0) {
       // The first launch still in its hook; '' when every launch finished before one could be picked.
       const victim = await waitFor(() => {
+        if (fleet) return fleet.victim();
         const instances = c.groupInstances(GROUP);
         const waiting = instances.find((i) => i.lifecycleState === 'Pending:Wait')?.instanceId;
         if (waiting) return waiting;
@@ -151,9 +155,11 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
     }
 
     const settled = async (timeoutMs: number): Promise<boolean> =>
-      (await waitFor(() => {
+      (await waitFor(async () => {
         const instances = c.groupInstances(GROUP);
         const queue = c.queue.counts();
+        if (fleet)
+          return (await fleet.finished()) && queue.visible + queue.inFlight + queue.delayed === 0 && c.inFlight === 0;
         return (
           instances.every((i) => i.lifecycleState === 'InService' || i.lifecycleState.startsWith('Terminat')) &&
           instances.filter((i) => i.lifecycleState === 'InService').length >= schedule.instances &&
@@ -201,7 +207,8 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
     }
 
     if (schedule.scaleInAtEnd) {
-      c.cloud.autoScaling.simulator.setDesiredCapacity(GROUP, 0);
+      if (fleet) fleet.terminateAll();
+      else c.cloud.autoScaling.simulator.setDesiredCapacity(GROUP, 0);
       const gone = await waitFor(async () => {
         const queue = c.queue.counts();
         const nodes = await c.deps.store.listNodes();
@@ -251,6 +258,7 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
     for (const id of launched)
       if (!resolved.has(id) && !terminatedEarly.has(id))
         violations.push(`invariant 4: launch of ${id} never completed`);
+    if (fleet) violations.push(...(await fleet.violations()));
     const timedOut = c.outcomes.filter((o) => o.result === 'TIMEOUT').length;
     if (timedOut > 0 && schedule.shortHookTimeoutS === undefined)
       violations.push(`invariant 4: ${timedOut} lifecycle actions timed out`);
@@ -270,9 +278,11 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
       ok: violations.length === 0,
       violations,
       stats: {
-        instancesLaunched: launched.size,
-        continued: c.outcomes.filter((o) => o.result === 'CONTINUE').length,
-        abandoned: c.outcomes.filter((o) => o.result === 'ABANDON').length,
+        instancesLaunched: fleet ? fleet.launched.length : launched.size,
+        continued: fleet
+          ? (await c.deps.store.listNodes()).filter((n) => n.phase === 'READY').length
+          : c.outcomes.filter((o) => o.result === 'CONTINUE').length,
+        abandoned: fleet ? await fleet.failed() : c.outcomes.filter((o) => o.result === 'ABANDON').length,
         timedOut,
         crashes: crashes.n,
         ec2Faulted: Object.values(counts).reduce((s, a) => s + a.faulted, 0),

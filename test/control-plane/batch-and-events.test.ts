@@ -1,28 +1,13 @@
-import type { SQSEvent, SQSRecord } from 'aws-lambda';
+import type { SQSEvent } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../shared/errors.js';
 import { parseLifecycleEvent, requeueBody } from '../../shared/lifecycle/events.js';
 import { createLogger } from '../../shared/log.js';
 import { Metrics } from '../../shared/metrics.js';
 import { processSqsBatch } from '../../shared/queue/batch.js';
-import { launchEventBody, stateChangeEventBody, terminateEventBody } from './support/events.js';
+import { launchEventBody, sqsRecord, stateChangeEventBody, terminateEventBody } from './support/events.js';
 
-const record = (messageId: string, body: string): SQSRecord => ({
-  messageId,
-  receiptHandle: `rh-${messageId}`,
-  body,
-  attributes: {
-    ApproximateReceiveCount: '1',
-    SentTimestamp: '0',
-    SenderId: 'x',
-    ApproximateFirstReceiveTimestamp: '0',
-  },
-  messageAttributes: {},
-  md5OfBody: '',
-  eventSource: 'aws:sqs',
-  eventSourceARN: 'arn:aws:sqs:us-east-1:123456789012:q',
-  awsRegion: 'us-east-1',
-});
+const record = sqsRecord;
 
 describe('Function: processSqsBatch', () => {
   it('reports exactly the records that threw, in batch order, and runs every record', async () => {

@@ -17,6 +17,7 @@ describe('Function: parseScenarioArgs', () => {
       keep: false,
       json: false,
       localDir: '/repo/.local',
+      hookless: false,
     });
     expect(o).not.toHaveProperty('podSubnet');
   });
@@ -41,6 +42,7 @@ describe('Function: parseScenarioArgs', () => {
         '1',
         '--local-dir',
         '/tmp/x',
+        '--hookless',
       ],
       '/repo',
     );
@@ -55,6 +57,7 @@ describe('Function: parseScenarioArgs', () => {
       churnRounds: 0,
       timeScale: 1,
       localDir: '/tmp/x',
+      hookless: true,
     });
     expect(parseScenarioArgs(['-h'], '/repo')).toBe('help');
   });
@@ -98,6 +101,7 @@ describe('Function: renderReport', () => {
       parallel: 2,
       timeScale: 0.05,
       sqsDuplicateRate: 0.1,
+      hookless: false,
     },
     datapath: { mode: 'lease-store', podLinkKind: null, reason: 'not running as root' },
     nodes: [
@@ -116,7 +120,7 @@ describe('Function: renderReport', () => {
     leasesByState: { FREE: 6, CLAIMED: 2 },
     ec2CallsByAction: { CreateNetworkInterface: 1 },
     ec2Throttled: 0,
-    lifecycle: { launch: summarize([900]), terminate: summarize([]) },
+    lifecycle: { launchLabel: 'launch hook→InSvc', launch: summarize([900]), terminate: summarize([]) },
     cni: { add: summarize([10, 20]), del: summarize([]) },
     pods: { started: 2, deleted: 0, running: 2 },
     reconcile: { marked: 0, deleted: 0, partitionsRemoved: 0, drift: 0 },

@@ -5,8 +5,8 @@
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { buildCni } from '../../infra/build.js';
-import { bundleGuest, runInVm } from '../vm/vm.js';
-import type { CellResult } from './guest/main.js';
+import { bundleGuest, runInVm, writeNodePolicy } from '../vm/vm.js';
+import type { CellResult } from './guest/cells.js';
 
 export type { CellResult };
 
@@ -32,7 +32,8 @@ export async function runFabric(options: { verbose?: boolean; only?: string } = 
   mkdirSync(outDir, { recursive: true });
   await bundleGuest('test/fabric/guest/main.ts', join(outDir, 'guest.mjs'));
   const cni = await buildCni(join(outDir, 'bin'));
-  const run = await runInVm(['node', join(outDir, 'guest.mjs'), resultFile, cni], {
+  const policyFile = await writeNodePolicy(outDir);
+  const run = await runInVm(['node', join(outDir, 'guest.mjs'), resultFile, cni, policyFile], {
     outDir,
     timeoutS: 2_400,
     memMiB: 3072,

@@ -53,6 +53,11 @@ describe('cdk-nag: AwsSolutions', () => {
     expect(nagErrors(allocatorStack)).toEqual([]);
   });
 
+  it('finds no unacknowledged error with hookless launches and no group', () => {
+    const { stack } = synthAllocator({ autoScalingGroups: [], hooklessLaunches: true });
+    expect(nagErrors(stack)).toEqual([]);
+  });
+
   it('finds no unacknowledged error in the app stack (VPC as a parameter)', () => {
     expect(nagErrors(appStack)).toEqual([]);
   });

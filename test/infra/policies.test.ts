@@ -313,3 +313,46 @@ describe('Policy: Lambda roles (EC2 scoped by tags)', () => {
     ).toBe(false);
   });
 });
+
+describe('Policy: Lambda roles with hooklessLaunches (attach to cluster-tagged instances)', () => {
+  /** Every synthesised role policy that may attach ENIs (lifecycle and pool-manager). */
+  function attachPolicies(t: Template): PolicyJson[] {
+    const docOf = (p: Record<string, unknown>): string => JSON.stringify(p.PolicyDocument);
+    const docs = Object.values(t.findResources('AWS::IAM::Policy'))
+      .map((r) => docOf(r.Properties))
+      .filter((d) => d.includes('"ec2:AttachNetworkInterface"'));
+    expect(docs).toHaveLength(2);
+    return docs.map((d) => policyOf(t, 'AWS::IAM::Policy', (p) => docOf(p) === d));
+  }
+  const attach = (tags: Record<string, string>): Request => ({
+    action: 'ec2:AttachNetworkInterface',
+    resource: ec2Arn('instance', 'i-0123456789abcdef0'),
+    context: Object.fromEntries(Object.entries(tags).map(([k, v]) => [`ec2:ResourceTag/${k}`, v])),
+  });
+
+  it('attaches to instances with the cluster tag (any value) or of the groups, and to no other instance', async () => {
+    const t = synthAllocator({ hooklessLaunches: true }).template;
+    for (const policy of attachPolicies(t)) {
+      expect(await isAllowed(policy, attach({ 'kubernetes.io/cluster/prod-1': 'owned' }))).toBe(true);
+      expect(await isAllowed(policy, attach({ 'kubernetes.io/cluster/prod-1': 'shared' }))).toBe(true);
+      expect(await isAllowed(policy, attach({ 'aws:autoscaling:groupName': 'nodes-a' }))).toBe(true);
+      // Negative controls: another cluster's tag, an unrelated tag, no tag.
+      expect(await isAllowed(policy, attach({ 'kubernetes.io/cluster/prod-2': 'owned' }))).toBe(false);
+      expect(await isAllowed(policy, attach({ Name: 'prod-1' }))).toBe(false);
+      expect(await isAllowed(policy, attach({}))).toBe(false);
+    }
+  });
+
+  it('without groups, attaches only to instances carrying a configured tag key', async () => {
+    const t = synthAllocator({
+      autoScalingGroups: [],
+      hooklessLaunches: true,
+      clusterTagKey: 'karpenter.sh/nodepool',
+    }).template;
+    for (const policy of attachPolicies(t)) {
+      expect(await isAllowed(policy, attach({ 'karpenter.sh/nodepool': 'default' }))).toBe(true);
+      expect(await isAllowed(policy, attach({ 'kubernetes.io/cluster/prod-1': 'owned' }))).toBe(false);
+      expect(await isAllowed(policy, attach({}))).toBe(false);
+    }
+  });
+});

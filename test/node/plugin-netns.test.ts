@@ -270,6 +270,27 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
     }
   });
 
+  it('gives back a claim whose every answer was lost, so the runtime’s retry of the ADD gets an address', async () => {
+    const proxy = await startCountingProxy(f.iam.endpoint);
+    try {
+      const conf = f.netconf('1.0.0', { dynamoEndpoint: proxy.endpoint, storeTimeoutMs: 300 });
+      const netns = f.addNetns();
+      const containerId = 'lost-answers';
+      // The light client tries a request 4 times: every claim attempt lands and none is answered.
+      proxy.swallowUpdates = 4;
+      const failed = await f.run('ADD', { netns, containerId }, conf);
+      expect(failed.json).toMatchObject({ code: 11 });
+      expect(await holderOf(containerId)).toBeUndefined();
+      expect(proxy.operations.filter((op) => op === 'UpdateItem').length).toBeGreaterThanOrEqual(5); // 4 + the release
+      expect(f.podLinks(netns)).toEqual([]);
+      const retried = await f.run('ADD', { netns, containerId }, conf);
+      expect(retried.code, retried.stdout).toBe(0);
+      expect((await f.run('DEL', { netns, containerId }, conf)).code).toBe(0);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('undoes a repeated ADD that fails completely: no link, no claim, no record', async () => {
     const netns = f.addNetns();
     const containerId = 'readd-fail';

@@ -46,6 +46,8 @@ describe('Config: control plane', () => {
     ['heartbeatTimeoutS', 10, /heartbeatTimeoutS: must be between 30 and 7200/],
     ['eniMinAgeForGcMs', 'soon', /eniMinAgeForGcMs: must be an integer/],
     ['logLevel', 'trace', /logLevel: must be one of debug, info, warn, error/],
+    ['clusterTagKey', 'aws:autoscaling:groupName', /clusterTagKey: "aws:autoscaling:groupName" is not an EC2 tag key/],
+    ['clusterTagKey', 'x'.repeat(129), /clusterTagKey: "x+" is not an EC2 tag key/],
   ])('rejects a bad %s (%j) naming the field and why', (field, value, message) => {
     const problems = problemsOf({ [field]: value });
     expect(problems).toHaveLength(1);
@@ -72,6 +74,7 @@ describe('Config: control plane', () => {
         'heartbeatTimeoutS',
         'eniMinAgeForGcMs',
         'logLevel',
+        'clusterTagKey',
       ].sort(),
     );
   });

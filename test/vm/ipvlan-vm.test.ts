@@ -5,7 +5,7 @@ import { buildCni } from '../../infra/build.js';
 import { missing } from '../support/capabilities.js';
 import { ADD_STEPS, guestCases } from './guest/plugin-cases.js';
 import type { GuestCaseResult } from './guest/runner.js';
-import { bundleGuest, runInVm } from './vm.js';
+import { bundleGuest, runInVm, writeNodePolicy } from './vm.js';
 
 /**
  * Boots one VM (real ipvlan), runs the bundled guest suite there, and turns each guest case into a test here,
@@ -26,7 +26,8 @@ describe.skipIf(skipReason !== undefined)('VM: real ipvlan suite', () => {
     mkdirSync(outDir, { recursive: true });
     await bundleGuest('test/vm/guest/main.ts', join(outDir, 'guest.mjs'));
     const cni = await buildCni(join(outDir, 'bin'));
-    const run = await runInVm(['node', join(outDir, 'guest.mjs'), resultFile, cni], {
+    const policyFile = await writeNodePolicy(outDir);
+    const run = await runInVm(['node', join(outDir, 'guest.mjs'), resultFile, cni, policyFile], {
       outDir,
       timeoutS: 600,
       onLine: process.env['VPC_LEASE_VM_VERBOSE'] === '1' ? (line) => process.stderr.write(`vm: ${line}\n`) : undefined,

@@ -20,6 +20,7 @@ import {
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { build } from 'esbuild';
+import { synthesizedNodePolicy } from '../../infra/local/iam/synthesize-node-policy.js';
 
 export interface VmOptions {
   /** Host folder the guest may write (mounted at the same path). */
@@ -245,7 +246,8 @@ export async function runInVm(command: readonly string[], options: VmOptions = {
 
 /**
  * Bundles an in-guest entry point to one ESM file run with plain node (vitest and tsx start too slowly under
- * the VM's emulation). netlink and dynalite resolve from the repository's node_modules at run time.
+ * the VM's emulation). netlink, dynalite and iam-simulate resolve from the repository's node_modules at run
+ * time: each reads files beside its own code (a native module; iam-simulate's IAM data), which a bundle breaks.
  */
 export async function bundleGuest(entry: string, outfile: string): Promise<void> {
   await build({
@@ -255,8 +257,18 @@ export async function bundleGuest(entry: string, outfile: string): Promise<void>
     format: 'esm',
     target: 'node20',
     outfile,
-    external: ['netlink', 'dynalite'],
+    external: ['netlink', 'dynalite', '@cloud-copilot/*'],
     banner: { js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);" },
     logLevel: 'warning',
   });
+}
+
+/**
+ * The node policy synthesized from the construct (cached), as JSON in `outDir` for a guest: the guests judge the
+ * plugin's requests with it at an IAM-enforcing endpoint, and never load aws-cdk-lib under emulation.
+ */
+export async function writeNodePolicy(outDir: string): Promise<string> {
+  const path = join(outDir, 'node-policy.json');
+  writeFileSync(path, JSON.stringify(await synthesizedNodePolicy()));
+  return path;
 }

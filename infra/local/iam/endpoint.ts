@@ -94,8 +94,8 @@ export class IamEndpoint {
     return this.listener.url;
   }
 
-  async start(port = 0): Promise<void> {
-    this.listener = await listen((request, body, response) => this.handle(request, body, response), port);
+  async start(port = 0, host?: string): Promise<void> {
+    this.listener = await listen((request, body, response) => this.handle(request, body, response), port, host);
   }
 
   async close(): Promise<void> {

@@ -6,7 +6,7 @@ import type { ActionCounts } from '../ec2/index.js';
 import type { Deployment } from './deploy.js';
 import type { HostNet } from './host-net.js';
 import type { CheckAllResult } from './invariants.js';
-import type { NodeGroup } from './node-group.js';
+import type { ScenarioNodes } from './node-group.js';
 import type { ScenarioOptions } from './options.js';
 import type { PodDriver } from './pods.js';
 import { type NodeLine, type ScenarioReport, summarize } from './report.js';
@@ -21,7 +21,7 @@ export interface ReportInput {
   /** The EC2 simulator's counts, taken before the final checks added their own Describe calls. */
   readonly ec2Counts: Readonly<Record<string, ActionCounts>>;
   readonly deployment: Deployment;
-  readonly group: NodeGroup;
+  readonly group: ScenarioNodes;
   readonly workload: Workload;
   readonly driver: PodDriver;
   readonly datapathReason: string | null;
@@ -64,6 +64,7 @@ export async function buildReport(input: ReportInput): Promise<ScenarioReport> {
       parallel: options.parallel,
       timeScale: options.timeScale,
       sqsDuplicateRate: options.duplicateRate,
+      hookless: options.hookless,
     },
     datapath: {
       mode: input.driver.kind,
@@ -75,7 +76,11 @@ export async function buildReport(input: ReportInput): Promise<ScenarioReport> {
     leasesByState,
     ec2CallsByAction: Object.fromEntries(Object.entries(input.ec2Counts).map(([a, c]) => [a, c.calls])),
     ec2Throttled: Object.values(input.ec2Counts).reduce((s, c) => s + c.throttled, 0),
-    lifecycle: { launch: summarize(input.group.launchMs), terminate: summarize(input.group.terminateMs) },
+    lifecycle: {
+      launchLabel: input.group.launchLabel,
+      launch: summarize(input.group.launchMs),
+      terminate: summarize(input.group.terminateMs),
+    },
     cni: {
       add: summarize(workload.addMs, workload.addFailures),
       del: summarize(workload.delMs, workload.delFailures),

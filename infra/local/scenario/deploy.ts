@@ -12,6 +12,7 @@ import {
 } from '../../../shared/lifecycle/events.js';
 import type { ReconcileReport } from '../../../shared/reconcile/reconciler.js';
 import type { LocalCloud } from '../cloud.js';
+import { HOOKLESS_LAUNCH_PATTERN } from '../events/lifecycle-rules.js';
 import type { EventSourceMapping } from '../sqs/event-source-mapping.js';
 import type { Queue } from '../sqs/queue.js';
 
@@ -41,6 +42,8 @@ export interface DeployOptions {
    * the scenario (its reconcile is a step of its own), start them later with `startSchedule`.
    */
   readonly schedules?: readonly ScheduledFunction[];
+  /** The construct's `hooklessLaunches`: EC2 pending/running state changes into the queue too. */
+  readonly hooklessLaunches?: boolean;
   /** Called when a scheduled invocation throws (it is retried next period, as EventBridge would). */
   readonly onScheduleError?: (fn: ScheduledFunction, err: unknown) => void;
 }
@@ -99,6 +102,7 @@ export function deployControlPlane(cloud: LocalCloud, options: DeployOptions): D
     { source: ['aws.ec2'], 'detail-type': [STATE_CHANGE_DETAIL_TYPE], detail: { state: ['terminated'] } },
     [queue],
   );
+  if (options.hooklessLaunches) cloud.putRule('vpc-lease-launch-states', HOOKLESS_LAUNCH_PATTERN, [queue]);
   const env: Record<string, string> = {
     ...cloud.env,
     ...controlPlaneConfigToEnv(options.config),

@@ -13,13 +13,29 @@ import { until } from './until.js';
 
 export const GROUP_NAME = 'vpc-lease-nodes';
 
+/** The scenario's nodes, however they are launched: an Auto Scaling group with hooks, or hook-less instances. */
+export interface ScenarioNodes {
+  /** Instances whose launch finished (InService, or READY without a hook), by launch order. */
+  readonly inService: Set<string>;
+  /** Real ms from the launch's first event (hook or EC2 pending) to InService / READY. */
+  readonly launchMs: number[];
+  readonly terminateMs: number[];
+  /** How the launch latency is labelled in the report. */
+  readonly launchLabel: string;
+  arnOf(instanceId: string): string;
+  scaleOut(nodes: number, instanceType: string, subnetIds: readonly string[], hookTimeoutS: number): Promise<void>;
+  /** Terminates the instance, then waits until EC2 has terminated it and its node item is GONE. */
+  terminate(instanceId: string): Promise<void>;
+}
+
 /**
  * The scenario's Auto Scaling group: created with the hooks the construct puts on a group (launch ABANDONs and
  * terminate CONTINUEs by default), scaled out and in through the Auto Scaling API. It times each lifecycle from
  * the hook's event on the bus (when AWS would emit it) to the outcome the operator sees.
  */
-export class NodeGroup {
+export class NodeGroup implements ScenarioNodes {
   readonly inService = new Set<string>();
+  readonly launchLabel = 'launch hook→InSvc';
   readonly launchMs: number[] = [];
   readonly terminateMs: number[] = [];
   private readonly launchEventAt = new Map<string, number>();
@@ -77,10 +93,7 @@ export class NodeGroup {
       },
       60_000 + nodes * 10_000,
     );
-    for (const id of this.inService) {
-      const node = await this.store.getNode(this.arnOf(id));
-      this.say(`  ${id}: ${node?.phase}, ${node?.enis.length} pod ENI(s), max pods ${node?.maxPods}`);
-    }
+    await sayNodes(this.store, this, this.say);
   }
 
   /** TerminateInstanceInAutoScalingGroup, then waits until EC2 has terminated it and its node item is GONE. */
@@ -89,11 +102,25 @@ export class NodeGroup {
     await this.asg.send(
       new TerminateInstanceInAutoScalingGroupCommand({ InstanceId: instanceId, ShouldDecrementDesiredCapacity: true }),
     );
-    await until(`${instanceId} GONE`, async () => {
-      const node = await this.store.getNode(this.arnOf(instanceId));
-      return this.cloud.ec2.api.getInstance(instanceId)?.state === 'terminated' && (!node || node.phase === 'GONE');
-    });
+    await untilGone(this.cloud, this.store, instanceId);
     this.terminateMs.push(Date.now() - (this.terminateEventAt.get(instanceId) ?? askedMs));
     this.inService.delete(instanceId);
+  }
+}
+
+/** Waits until EC2 has terminated the instance and its node item is GONE (or was never written). */
+export async function untilGone(cloud: LocalCloud, store: LeaseStore, instanceId: string): Promise<void> {
+  const arn = instanceArn(cloud.region, cloud.accountId, instanceId);
+  await until(`${instanceId} GONE`, async () => {
+    const node = await store.getNode(arn);
+    return cloud.ec2.api.getInstance(instanceId)?.state === 'terminated' && (!node || node.phase === 'GONE');
+  });
+}
+
+/** One progress line per launched node: its phase, pod ENIs and max pods. */
+export async function sayNodes(store: LeaseStore, nodes: ScenarioNodes, say: (line: string) => void): Promise<void> {
+  for (const id of nodes.inService) {
+    const node = await store.getNode(nodes.arnOf(id));
+    say(`  ${id}: ${node?.phase}, ${node?.enis.length} pod ENI(s), max pods ${node?.maxPods}`);
   }
 }

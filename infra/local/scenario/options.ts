@@ -26,6 +26,8 @@ export interface ScenarioOptions {
   readonly localDir: string;
   /** Fraction of SQS deliveries duplicated (at-least-once delivery, invariant 5). */
   readonly duplicateRate: number;
+  /** Nodes from RunInstances with the cluster tag and no Auto Scaling group (no lifecycle hook). */
+  readonly hookless: boolean;
 }
 
 export const USAGE = `usage: npm start -- [options]
@@ -35,6 +37,7 @@ export const USAGE = `usage: npm start -- [options]
   --instance-type TYPE    node instance type (default m5.large)
   --prefix-delegation     lease addresses from /28 prefixes instead of secondary addresses
   --pod-subnet CIDR       put pod ENIs in a dedicated subnet (e.g. 10.0.64.0/20), picked by tag
+  --hookless              launch nodes with RunInstances and the cluster tag, no Auto Scaling group or hook
   --churn N               rounds of pod churn (default 2)
   --parallel N            CNI calls in flight at once (default 2)
   --time-scale X          real ms per simulated ms of the local cloud (default 0.05: 20x AWS's pace)
@@ -91,6 +94,7 @@ export function parseScenarioArgs(argv: readonly string[], projectRoot: string):
     json: v.json ?? false,
     localDir: resolve(projectRoot, v['local-dir'] ?? '.local'),
     duplicateRate: 0.1,
+    hookless: v.hookless ?? false,
   };
 }
 
@@ -105,6 +109,7 @@ function parse(argv: readonly string[]) {
       'instance-type': { type: 'string' },
       'prefix-delegation': { type: 'boolean' },
       'pod-subnet': { type: 'string' },
+      hookless: { type: 'boolean' },
       churn: { type: 'string' },
       parallel: { type: 'string' },
       'time-scale': { type: 'string' },

@@ -36,6 +36,8 @@ export interface ScenarioReport {
     readonly parallel: number;
     readonly timeScale: number;
     readonly sqsDuplicateRate: number;
+    /** Nodes from RunInstances with the cluster tag, no group or hook. */
+    readonly hookless: boolean;
   };
   readonly datapath: {
     readonly mode: 'cni' | 'lease-store';
@@ -49,7 +51,12 @@ export interface ScenarioReport {
   readonly leasesByState: Readonly<Record<string, number>>;
   readonly ec2CallsByAction: Readonly<Record<string, number>>;
   readonly ec2Throttled: number;
-  readonly lifecycle: { readonly launch: LatencySummary; readonly terminate: LatencySummary };
+  readonly lifecycle: {
+    /** What the launch latency measures: from the hook's event, or from EC2's pending event without one. */
+    readonly launchLabel: string;
+    readonly launch: LatencySummary;
+    readonly terminate: LatencySummary;
+  };
   /** CNI ADD/DEL as processes; in `lease-store` mode the plugin's store calls alone (claim, release). */
   readonly cni: { readonly add: LatencySummary; readonly del: LatencySummary };
   readonly pods: { readonly started: number; readonly deleted: number; readonly running: number };
@@ -147,7 +154,7 @@ export function renderReport(r: ScenarioReport): string {
   out.push(
     `Latencies (EC2 and Auto Scaling delays at ${r.settings.timeScale}× AWS's; ${r.settings.parallel} pod calls in flight)`,
   );
-  out.push(latencyLine('launch hook→InSvc', r.lifecycle.launch));
+  out.push(latencyLine(r.lifecycle.launchLabel, r.lifecycle.launch));
   out.push(latencyLine('terminate→GONE', r.lifecycle.terminate));
   const cni = r.datapath.mode === 'cni';
   out.push(latencyLine(cni ? 'CNI ADD' : 'store claim', r.cni.add));

@@ -7,14 +7,16 @@ import type { ControlPlaneConfig } from '../../../shared/config/control-plane.js
 import { SdkDynamoApi } from '../../../shared/dynamo/sdk-client.js';
 import { EC2_CLIENT_DEFAULTS, SdkEc2 } from '../../../shared/ec2/sdk-ec2.js';
 import { DynamoLeaseStore } from '../../../shared/lease-store/dynamo-lease-store.js';
+import { clusterTagKey } from '../../../shared/lifecycle/hookless.js';
 import { DEFAULT_HOST_NETWORK_PODS } from '../../../shared/planner/max-pods.js';
 import { type LocalCloud, startLocalCloud } from '../cloud.js';
 import { buildReport } from './build-report.js';
 import { chooseDatapath } from './datapath.js';
 import { type Deployment, deployControlPlane } from './deploy.js';
+import { HooklessNodes } from './hookless-nodes.js';
 import { HostNet } from './host-net.js';
 import { checkAll } from './invariants.js';
-import { NodeGroup } from './node-group.js';
+import { NodeGroup, type ScenarioNodes } from './node-group.js';
 import type { ScenarioOptions } from './options.js';
 import type { PodDriver } from './pods.js';
 import type { ScenarioReport } from './report.js';
@@ -119,11 +121,14 @@ export async function runScenario(
     };
     deployment = deployControlPlane(cloud, {
       config,
+      hooklessLaunches: options.hookless,
       // The reconcile is a step of the scenario, so what it reports is its own; its schedule starts with --keep.
       schedules: ['pool-manager'],
       onScheduleError: (fn, err) => say(`scheduled ${fn} invocation failed (next period retries): ${String(err)}`),
     });
-    say('control plane deployed: event queue + DLQ, 2 EventBridge rules, lifecycle handler, pool-manager schedule');
+    say(
+      `control plane deployed: event queue + DLQ, ${options.hookless ? 3 : 2} EventBridge rules, lifecycle handler, pool-manager schedule`,
+    );
 
     const credentials = { accessKeyId: 'local', secretAccessKey: 'local' };
     const asg = new AutoScalingClient({ region: cloud.region, endpoint: cloud.endpoints.autoScaling, credentials });
@@ -138,7 +143,9 @@ export async function runScenario(
     const ec2 = new SdkEc2({ client: ec2Client });
     const store = new DynamoLeaseStore({ api: new SdkDynamoApi(ddb), tableName: TABLE_NAME });
 
-    const group = new NodeGroup(cloud, asg, store, say);
+    const group: ScenarioNodes = options.hookless
+      ? new HooklessNodes(cloud, ec2Client, store, { [clusterTagKey({ clusterName: CLUSTER_NAME })]: 'owned' }, say)
+      : new NodeGroup(cloud, asg, store, say);
     const subnetIds = options.podSubnet ? [network.subnetIds[0]!] : network.subnetIds;
     await group.scaleOut(options.nodes, options.instanceType, subnetIds, HOOK_TIMEOUT_S);
 

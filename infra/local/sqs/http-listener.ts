@@ -20,10 +20,11 @@ export function readBody(request: IncomingMessage): Promise<Buffer> {
 }
 
 /**
- * An HTTP listener on 127.0.0.1 (a random port unless given) whose `close()` also ends keep-alive
- * connections — the SDK keeps sockets open, and a server that waits for them never closes.
+ * An HTTP listener on 127.0.0.1 (a random port unless given; another host address for the VM fabric) whose
+ * `close()` also ends keep-alive connections — the SDK keeps sockets open, and a server that waits for them
+ * never closes.
  */
-export async function listen(handler: RequestHandler, port = 0): Promise<HttpListener> {
+export async function listen(handler: RequestHandler, port = 0, host = '127.0.0.1'): Promise<HttpListener> {
   const server: Server = createServer((request, response) => {
     readBody(request)
       .then((body) => handler(request, body, response))
@@ -35,14 +36,14 @@ export async function listen(handler: RequestHandler, port = 0): Promise<HttpLis
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, '127.0.0.1', () => {
+    server.listen(port, host, () => {
       server.off('error', reject);
       resolve();
     });
   });
   const address = server.address() as AddressInfo;
   return {
-    url: `http://127.0.0.1:${address.port}`,
+    url: `http://${host}:${address.port}`,
     port: address.port,
     close: () =>
       new Promise<void>((resolve) => {

@@ -1,10 +1,12 @@
 import type { SQSEvent } from 'aws-lambda';
 import { LAUNCHING, TERMINATING } from '../../../infra/local/autoscaling/simulator.js';
 import { type LocalCloud, type LocalCloudOptions, startLocalCloud } from '../../../infra/local/cloud.js';
+import { HOOKLESS_LAUNCH_PATTERN } from '../../../infra/local/events/lifecycle-rules.js';
 import type { EventSourceMapping } from '../../../infra/local/sqs/event-source-mapping.js';
 import type { Queue } from '../../../infra/local/sqs/queue.js';
 import { lifecycleDepsFromEnv } from '../../../lambdas/instance-lifecycle/deps.js';
 import { type ControlPlaneConfig, controlPlaneConfigToEnv } from '../../../shared/config/control-plane.js';
+import { localBudgetEnv } from '../../../shared/ec2/budget-env.js';
 import { SdkEc2 } from '../../../shared/ec2/sdk-ec2.js';
 import { checkInvariants, type InvariantReport } from '../../../shared/invariants/checker.js';
 import { createLifecycleBatchHandler } from '../../../shared/lifecycle/batch-handler.js';
@@ -20,6 +22,7 @@ import { CrashSwitch, crashable } from './crash.js';
 import { eventInstanceId } from './harness.js';
 
 export const TABLE = 'vpc-lease';
+const DEFAULT_TIME_SCALE = 0.01;
 
 export interface LifecycleCloudOptions {
   readonly timeScale?: number;
@@ -36,6 +39,8 @@ export interface LifecycleCloudOptions {
   readonly visibilityTimeoutS?: number;
   /** The hooks' heartbeat timeout in simulated seconds (default 7200, AWS's maximum). */
   readonly hookTimeoutS?: number;
+  /** Also route EC2 pending/running state changes (the construct's `hooklessLaunches`). */
+  readonly hookless?: boolean;
 }
 
 /**
@@ -80,6 +85,7 @@ export class LifecycleCloud {
       { source: ['aws.ec2'], 'detail-type': [STATE_CHANGE_DETAIL_TYPE], detail: { state: ['terminated'] } },
       [queue],
     );
+    if (options.hookless) cloud.putRule('vpc-lease-launch-states', HOOKLESS_LAUNCH_PATTERN, [queue]);
     Object.assign(process.env, cloud.env);
     const fromEnv = lifecycleDepsFromEnv({
       ...process.env,
@@ -90,6 +96,7 @@ export class LifecycleCloud {
         ...(typeof options.config === 'function' ? options.config(cloud) : options.config),
       }),
       VPC_LEASE_QUEUE_URL: queue.url(),
+      ...localBudgetEnv(options.timeScale ?? DEFAULT_TIME_SCALE, process.env['VPC_LEASE_EC2_BUDGET'] !== 'off'),
     });
     this.deps =
       options.ec2MaxAttempts === undefined
@@ -139,7 +146,7 @@ export class LifecycleCloud {
 
   static async start(options: LifecycleCloudOptions = {}): Promise<LifecycleCloud> {
     const cloud = await startLocalCloud({
-      timeScale: options.timeScale ?? 0.01,
+      timeScale: options.timeScale ?? DEFAULT_TIME_SCALE,
       leaseTable: TABLE,
       seedNetwork: true,
       ...(options.ec2 ? { ec2: options.ec2 } : {}),

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { SQSRecord } from 'aws-lambda';
 import {
   LAUNCH_DETAIL_TYPE,
   STATE_CHANGE_DETAIL_TYPE,
@@ -64,4 +65,24 @@ export function stateChangeEventBody(instanceId: string, state: string, o: Event
     resources: [`arn:aws:ec2:${region}:${account}:instance/${instanceId}`],
     detail: { 'instance-id': instanceId, state },
   });
+}
+
+/** An SQS record as the event source mapping hands it to the function. */
+export function sqsRecord(messageId: string, body: string): SQSRecord {
+  return {
+    messageId,
+    receiptHandle: `rh-${messageId}`,
+    body,
+    attributes: {
+      ApproximateReceiveCount: '1',
+      SentTimestamp: '0',
+      SenderId: 'x',
+      ApproximateFirstReceiveTimestamp: '0',
+    },
+    messageAttributes: {},
+    md5OfBody: '',
+    eventSource: 'aws:sqs',
+    eventSourceARN: 'arn:aws:sqs:us-east-1:123456789012:q',
+    awsRegion: 'us-east-1',
+  };
 }

@@ -7,9 +7,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { IamEndpoint } from '../../../infra/local/iam/endpoint.js';
+import type { SynthesizedNodePolicy } from '../../../infra/local/iam/node-policy.js';
 import { instanceArn } from '../../../shared/domain/arn.js';
 import type { NewLease } from '../../../shared/domain/lease.js';
 import { LightDynamoClient } from '../../../shared/dynamo/light-client.js';
+import type { AwsCredentials } from '../../../shared/dynamo/sigv4.js';
 import { DynamoLeaseStore } from '../../../shared/lease-store/dynamo-lease-store.js';
 import { type DynaliteHandle, startDynalite } from '../../support/dynalite.js';
 import type { PluginRun } from '../../support/plugin-process.js';
@@ -27,6 +30,9 @@ const NODE_SCRIPT =
   NODE_DIRS.join(' ') +
   '; do mkdir -p "/$d" && mount --bind "$r/$d" "/$d" || exit 126; done; exec ip netns exec "$n" "$@"';
 const TABLE = 'vpc-lease';
+/** Keys only the control plane (this harness) signs with: the endpoint passes them unevaluated. */
+const CONTROL_PLANE = { accessKeyId: 'fabric-control-plane', secretAccessKey: 'fabric-control-plane' };
+const FABRIC_VPC_ID = 'vpc-0fab41c0fab41c0fa';
 
 export function nodeExec(
   node: string,
@@ -48,6 +54,8 @@ export function shippedConfig(): string {
 
 export class Cluster {
   private dynalite?: DynaliteHandle;
+  private iam?: IamEndpoint;
+  private api?: LightDynamoClient;
   private store?: DynamoLeaseStore;
   /** Per configuration (stopped by stopWorkloads) and for the whole run (stopped by close). */
   private readonly children: ChildProcess[] = [];
@@ -78,17 +86,57 @@ export class Cluster {
     >;
   }
 
-  /** A fresh lease table for one configuration: the given addresses FREE on their ENIs. */
-  async resetLeases(leases: readonly { eni: Eni; ip: string }[]): Promise<void> {
-    await this.dynalite?.close();
-    this.dynalite = await startDynalite({ host: SUBNET_BOOT.gateway, port: DYNAMO_PORT });
+  /**
+   * The lease table behind the IAM-enforcing endpoint, for the whole run: the nodes reach the endpoint over the
+   * fabric and sign with the role session their IMDS hands out (`sessionFor`), so each plugin request is judged
+   * by the node policy synthesized from the construct. Seeding and clearing go with control-plane keys.
+   */
+  async startStore(policy: SynthesizedNodePolicy): Promise<void> {
+    this.dynalite = await startDynalite();
     await createTable(this.dynalite.endpoint, TABLE);
-    const api = new LightDynamoClient({
+    this.iam = new IamEndpoint({
+      target: this.dynalite.endpoint,
+      region: 'us-east-1',
+      accountId: '123456789012',
+      policy,
+      tableName: TABLE,
+      controlPlaneKeys: [CONTROL_PLANE.accessKeyId],
+    });
+    await this.iam.start(DYNAMO_PORT, SUBNET_BOOT.gateway);
+    this.api = new LightDynamoClient({
       endpoint: this.dynalite.endpoint,
       region: 'us-east-1',
-      credentials: async () => ({ accessKeyId: 'test', secretAccessKey: 'test' }),
+      credentials: async () => CONTROL_PLANE,
     });
-    this.store = new DynamoLeaseStore({ api, tableName: TABLE });
+    this.store = new DynamoLeaseStore({ api: this.api, tableName: TABLE });
+  }
+
+  /** The instance's role session, stable for the run (the plugin caches it on disk). */
+  sessionFor(instanceId: string): Required<AwsCredentials> {
+    if (!this.iam) throw new Error('failed to issue a role session: the store is not started');
+    return this.iam.issue(instanceId, FABRIC_VPC_ID, 'vpc-lease-node').credentials;
+  }
+
+  /** What the node policy decided on the nodes' requests so far. */
+  iamDecisions(): { allowed: number; denied: readonly string[] } {
+    const iam = this.iam;
+    if (!iam) return { allowed: 0, denied: [] };
+    return {
+      allowed: iam.counts.allowed,
+      denied: iam.denials.map((d) => `${d.principal} ${d.operation} ${d.action} ${d.resource}`),
+    };
+  }
+
+  /** A fresh lease set for one configuration: every item removed, then the given addresses FREE on their ENIs. */
+  async resetLeases(leases: readonly { eni: Eni; ip: string }[]): Promise<void> {
+    const api = this.api!;
+    let start: Record<string, unknown> | undefined;
+    do {
+      const page = await api.scan({ TableName: TABLE, ...(start ? { ExclusiveStartKey: start as never } : {}) });
+      for (const item of page.Items ?? [])
+        await api.deleteItem({ TableName: TABLE, Key: { pk: item['pk']!, sk: item['sk']! } });
+      start = page.LastEvaluatedKey;
+    } while (start);
     await this.addLeases(leases);
   }
 
@@ -166,6 +214,7 @@ export class Cluster {
   async close(): Promise<void> {
     this.stopWorkloads();
     for (const c of this.lasting.splice(0)) c.kill('SIGKILL');
+    await this.iam?.close();
     await this.dynalite?.close();
   }
 }

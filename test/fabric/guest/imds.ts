@@ -1,21 +1,24 @@
 import { createServer, type Server } from 'node:http';
+import type { AwsCredentials } from '../../../shared/dynamo/sigv4.js';
 import { type FabricNode, IMDS_IP, ownerOf } from '../topology.js';
 
 /**
  * The IMDS stand-in at 169.254.169.254:80 on the fabric. Like EC2's, it answers any address assigned to one of
  * the instance's ENIs (pods' addresses included — which is why the datapath must keep pods away from it) and
  * tells instances apart by the ENI that owns the source address. It serves IMDSv2 tokens, the identity
- * document and a fake role credential; every request is logged with its source.
+ * document and the instance's role session (which the IAM-enforcing endpoint knows); every request is logged
+ * with its source.
  */
-export const FAKE_SECRET = 'fabric-node-role-secret';
-
 export interface FabricImds {
   /** "source method path" of every request. */
   readonly requests: string[];
   close(): Promise<void>;
 }
 
-export async function startFabricImds(nodes: readonly FabricNode[]): Promise<FabricImds> {
+export async function startFabricImds(
+  nodes: readonly FabricNode[],
+  sessionFor: (instanceId: string) => Required<AwsCredentials>,
+): Promise<FabricImds> {
   const requests: string[] = [];
   const server: Server = createServer((req, res) => {
     const source = (req.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
@@ -38,16 +41,18 @@ export async function startFabricImds(nodes: readonly FabricNode[]): Promise<Fab
         }),
       );
     if (req.url === '/latest/meta-data/iam/security-credentials/') return void res.writeHead(200).end('node-role');
-    if (req.url === '/latest/meta-data/iam/security-credentials/node-role')
+    if (req.url === '/latest/meta-data/iam/security-credentials/node-role') {
+      const session = sessionFor(node.instanceId);
       return void res.writeHead(200).end(
         JSON.stringify({
           Code: 'Success',
-          AccessKeyId: 'AKIDFABRIC',
-          SecretAccessKey: FAKE_SECRET,
-          Token: 'session',
+          AccessKeyId: session.accessKeyId,
+          SecretAccessKey: session.secretAccessKey,
+          Token: session.sessionToken,
           Expiration: new Date(Date.now() + 6 * 3600_000).toISOString(),
         }),
       );
+    }
     res.writeHead(404).end();
   });
   await new Promise<void>((resolve, reject) => {

@@ -9,10 +9,13 @@ export interface CountingProxy {
   readonly endpoint: string;
   /** Operation names in arrival order, e.g. ['Query', 'UpdateItem']. */
   readonly operations: string[];
+  /** How many more answers to UpdateItem to swallow after forwarding the request (the write lands, no reply). */
+  swallowUpdates: number;
   close(): Promise<void>;
 }
 
 export async function startCountingProxy(target: string): Promise<CountingProxy> {
+  const state = { swallowUpdates: 0 };
   const operations: string[] = [];
   const upstream = new URL(target);
   const server = createServer((req, res) => {
@@ -21,6 +24,11 @@ export async function startCountingProxy(target: string): Promise<CountingProxy>
     const forward = request(
       { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
       (up) => {
+        if (op === 'UpdateItem' && state.swallowUpdates > 0) {
+          state.swallowUpdates -= 1;
+          up.resume(); // applied upstream; the client hears nothing and times out
+          return;
+        }
         res.writeHead(up.statusCode ?? 502, up.headers);
         up.pipe(res);
       },
@@ -33,6 +41,12 @@ export async function startCountingProxy(target: string): Promise<CountingProxy>
   return {
     endpoint: `http://127.0.0.1:${port}`,
     operations,
+    get swallowUpdates() {
+      return state.swallowUpdates;
+    },
+    set swallowUpdates(n: number) {
+      state.swallowUpdates = n;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { buildCni } from '../../../infra/build.js';
 import { IamEndpoint } from '../../../infra/local/iam/endpoint.js';
-import { synthesizedNodePolicy } from '../../../infra/local/iam/node-policy.js';
+import { synthesizedNodePolicy } from '../../../infra/local/iam/synthesize-node-policy.js';
 import { instanceArn } from '../../../shared/domain/arn.js';
 import type { NewLease } from '../../../shared/domain/lease.js';
 import { createSdkDynamoApi } from '../../../shared/dynamo/sdk-client.js';

@@ -9,9 +9,9 @@ import { runWithoutNode } from '../../support/plugin-process.js';
 import { GuestNode, ip } from '../../vm/guest/guest-node.js';
 import { type GuestCase, runGuestCases } from '../../vm/guest/runner.js';
 
-const [resultFile, sea] = process.argv.slice(2);
-if (!resultFile || !sea) {
-  console.error('usage: sea-guest.mjs <result-file> <path of the built single executable>');
+const [resultFile, sea, policyFile] = process.argv.slice(2);
+if (!resultFile || !sea || !policyFile) {
+  console.error('usage: sea-guest.mjs <result-file> <path of the built single executable> <node policy JSON>');
   process.exit(2);
 }
 
@@ -62,7 +62,7 @@ const cases: GuestCase[] = [
   {
     name: SEA_GUEST_CASES[2],
     run: async () => {
-      node = await GuestNode.start(installed);
+      node = await GuestNode.start(installed, policyFile);
       const pod = node.addNetns();
       // Test mode: the netconf names the guest's local IMDS and DynamoDB endpoints.
       const env = (command: string): Record<string, string> => ({

@@ -9,8 +9,10 @@
  * - dynalite and an IMDS run in this process (so every plugin call must be spawned asynchronously).
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { IamEndpoint } from '../../../infra/local/iam/endpoint.js';
+import type { SynthesizedNodePolicy } from '../../../infra/local/iam/node-policy.js';
 import { instanceArn } from '../../../shared/domain/arn.js';
 import type { Lease, NewLease } from '../../../shared/domain/lease.js';
 import { LightDynamoClient } from '../../../shared/dynamo/light-client.js';
@@ -95,13 +97,15 @@ export class GuestNode {
   private constructor(
     readonly cni: string,
     readonly dynalite: DynaliteHandle,
+    /** In front of dynalite: the plugin's requests, signed with the instance's session, judged by the node policy. */
+    readonly iam: IamEndpoint,
     readonly imds: FakeImds,
     readonly store: DynamoLeaseStore,
   ) {
     this.arn = instanceArn('us-east-1', '123456789012', imds.instanceId);
   }
 
-  static async start(cni: string): Promise<GuestNode> {
+  static async start(cni: string, policyFile: string): Promise<GuestNode> {
     mkdirSync('/tmp/vpc-lease-guest', { recursive: true });
     ip('link', 'set', 'lo', 'up');
     sh('sysctl', '-qw', 'net.ipv4.ip_forward=1');
@@ -117,14 +121,24 @@ export class GuestNode {
     ip('-n', 'vpc', 'addr', 'add', `${GATEWAY}/24`, 'dev', 'gw0');
 
     const dynalite = await startDynalite();
-    const imds = await startFakeImds('i-0123456789abcdef0');
     await createTable(dynalite.endpoint, 'vpc-lease-vm');
+    const iam = new IamEndpoint({
+      target: dynalite.endpoint,
+      region: 'us-east-1',
+      accountId: '123456789012',
+      policy: JSON.parse(readFileSync(policyFile, 'utf8')) as SynthesizedNodePolicy,
+      tableName: 'vpc-lease-vm',
+      controlPlaneKeys: [CREDENTIALS.accessKeyId],
+    });
+    await iam.start();
+    const session = iam.issue('i-0123456789abcdef0', 'vpc-0a1b2c3d4e5f60718', 'vpc-lease-node');
+    const imds = await startFakeImds('i-0123456789abcdef0', 'us-east-1', '123456789012', session.credentials);
     const api = new LightDynamoClient({
       endpoint: dynalite.endpoint,
       region: 'us-east-1',
       credentials: async () => CREDENTIALS,
     });
-    const node = new GuestNode(cni, dynalite, imds, new DynamoLeaseStore({ api, tableName: 'vpc-lease-vm' }));
+    const node = new GuestNode(cni, dynalite, iam, imds, new DynamoLeaseStore({ api, tableName: 'vpc-lease-vm' }));
     const leases = await node.seed(40);
     // The VPC fabric delivers to the ENI without ARP; the router netns needs the same knowledge.
     for (const lease of leases)
@@ -169,7 +183,7 @@ export class GuestNode {
       logLevel: 'debug',
       tableName: this.tableName,
       imdsEndpoint: this.imds.endpoint,
-      dynamoEndpoint: this.dynalite.endpoint,
+      dynamoEndpoint: this.iam.endpoint,
       reuseWaitMs: 0,
       hostVeth: true,
       serviceCidrs: [SERVICE_CIDR],
@@ -224,6 +238,7 @@ export class GuestNode {
 
   async close(): Promise<void> {
     await this.imds.close();
+    await this.iam.close();
     await this.dynalite.close();
   }
 }

@@ -3,15 +3,15 @@ import { GuestNode } from './guest-node.js';
 import { guestCases } from './plugin-cases.js';
 import { type GuestCase, runGuestCases } from './runner.js';
 
-const [resultFile, cni] = process.argv.slice(2);
-if (!resultFile || !cni) {
-  console.error('usage: guest.mjs <result-file> <path of the built vpc-lease-cni>');
+const [resultFile, cni, policyFile] = process.argv.slice(2);
+if (!resultFile || !cni || !policyFile) {
+  console.error('usage: guest.mjs <result-file> <path of the built vpc-lease-cni> <synthesized node policy JSON>');
   process.exit(2);
 }
 let node: GuestNode | undefined;
 const cases: GuestCase[] = guestCases(
   async () => {
-    node = await GuestNode.start(cni);
+    node = await GuestNode.start(cni, policyFile);
   },
   () => {
     if (!node) throw new Error('the guest node did not start');

@@ -165,5 +165,14 @@ export function guestCases(start: () => Promise<void>, node: () => GuestNode): G
     ...kernelCases,
     { name: 'guest node starts (dynalite, IMDS, boot ENI, pod ENI, VPC router)', run: start },
     ...pluginCases(node),
+    {
+      // Invariant 7 under real ipvlan: the plugin signed with its instance's session and stayed inside its policy.
+      name: 'every plugin request was judged by the node policy and allowed',
+      run: async () => {
+        const { iam } = node();
+        assert(iam.counts.allowed > 0, 'no plugin request reached the node policy');
+        assert(iam.denials.length === 0, `denied: ${JSON.stringify(iam.denials.slice(0, 3))}`);
+      },
+    },
   ];
 }

@@ -1,0 +1,256 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { EC2Client } from '@aws-sdk/client-ec2';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startEc2Simulator } from '../../infra/local/ec2/index.js';
+import { ManualClock } from '../../shared/clock.js';
+import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
+import { BudgetedEc2, ec2BucketRates } from '../../shared/ec2/budgeted-ec2.js';
+import { DynamoRateBudgetStore } from '../../shared/ec2/dynamo-rate-budget.js';
+import { Ec2ApiError } from '../../shared/ec2/errors.js';
+import {
+  type BucketRate,
+  MemoryRateBudgetStore,
+  RateBudget,
+  RateBudgetDeferral,
+  type RateBudgetStore,
+  withEc2CallContext,
+} from '../../shared/ec2/rate-budget.js';
+import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
+import { ensureTable } from '../../shared/lease-store/ensure-table.js';
+import { type DynaliteHandle, startDynalite } from '../support/dynalite.js';
+import { ACCOUNT, CREDENTIALS, REGION } from './support/harness.js';
+
+const T0 = Date.UTC(2026, 0, 1);
+/** 10 tokens, one every 200 ms. */
+const RATE: BucketRate = { bucket: 10, refillPerSecond: 5 };
+
+let dynalite: DynaliteHandle;
+let api: SdkDynamoApi;
+let table = 0;
+
+beforeAll(async () => {
+  dynalite = await startDynalite();
+  api = new SdkDynamoApi(new DynamoDBClient({ region: REGION, endpoint: dynalite.endpoint, credentials: CREDENTIALS }));
+});
+afterAll(async () => {
+  api.client.destroy();
+  await dynalite.close();
+});
+
+/** A fresh table per store, so every test starts from full buckets. */
+async function dynamoStore(): Promise<DynamoRateBudgetStore> {
+  table += 1;
+  const name = `budget-${table}`;
+  await ensureTable(api.client, name);
+  return new DynamoRateBudgetStore(api, name, REGION);
+}
+
+const stores: [string, () => Promise<RateBudgetStore>][] = [
+  ['memory', async () => new MemoryRateBudgetStore()],
+  ['dynamodb (dynalite)', dynamoStore],
+];
+
+describe.each(stores)('RateBudgetStore contract: %s', (_name, make) => {
+  it('hands out a full bucket at once, then one token per refill interval', async () => {
+    const store = await make();
+    const first = await store.take('Attach', 10, RATE, T0, T0);
+    expect(first).toEqual({ kind: 'granted', baseMs: T0 });
+    // The eleventh token starts one interval later: allowed with a bound of 200 ms, refused with 199.
+    expect(await store.take('Attach', 1, RATE, T0, T0 + 199)).toMatchObject({ kind: 'short' });
+    expect(await store.take('Attach', 1, RATE, T0, T0 + 200)).toEqual({ kind: 'granted', baseMs: T0 + 2000 });
+  });
+
+  it('takes nothing when it refuses', async () => {
+    const store = await make();
+    await store.take('Create', 10, RATE, T0, T0);
+    const refused = await store.take('Create', 5, RATE, T0, T0 + 500);
+    expect(refused).toEqual({ kind: 'short', tatMs: T0 + 2000 });
+    // Still the same stored time: the refused take left no debt behind.
+    expect(await store.take('Create', 1, RATE, T0, T0 + 200)).toEqual({ kind: 'granted', baseMs: T0 + 2000 });
+  });
+
+  it('refills with time but never above the bucket', async () => {
+    const store = await make();
+    await store.take('Modify', 10, RATE, T0, T0);
+    // One second later, 5 tokens are back.
+    expect(await store.take('Modify', 5, RATE, T0 + 1000, T0 + 1000)).toMatchObject({ kind: 'granted' });
+    expect(await store.take('Modify', 1, RATE, T0 + 1000, T0 + 1000)).toMatchObject({ kind: 'short' });
+    // An hour idle refills to 10, not 18,000.
+    const later = T0 + 3_600_000;
+    expect(await store.take('Modify', 10, RATE, later, later)).toEqual({ kind: 'granted', baseMs: later });
+    expect(await store.take('Modify', 1, RATE, later, later)).toMatchObject({ kind: 'short' });
+  });
+
+  it('keeps buckets apart', async () => {
+    const store = await make();
+    await store.take('A', 10, RATE, T0, T0);
+    expect(await store.take('B', 10, RATE, T0, T0)).toEqual({ kind: 'granted', baseMs: T0 });
+  });
+});
+
+/** Every start time of `starts` (sorted) fits the bucket: any window of W ms holds at most bucket + W·rate. */
+function maxExcessOverBucket(starts: readonly number[], rate: BucketRate): number {
+  const sorted = [...starts].sort((a, b) => a - b);
+  let worst = Number.NEGATIVE_INFINITY;
+  for (let i = 0; i < sorted.length; i += 1)
+    for (let j = i; j < sorted.length; j += 1) {
+      const allowed = rate.bucket + Math.floor(((sorted[j]! - sorted[i]!) / 1000) * rate.refillPerSecond);
+      worst = Math.max(worst, j - i + 1 - allowed);
+    }
+  return worst;
+}
+
+describe('Class: RateBudget', () => {
+  /** A budget in simulated time: sleeping moves nobody's clock, the start times are recorded instead. */
+  function simulated(store: RateBudgetStore, clock: ManualClock, maxWaitMs = 60_000) {
+    const starts: number[] = [];
+    const budget = new RateBudget({
+      store,
+      clock,
+      rateOf: () => RATE,
+      maxWaitMs,
+      sleep: async () => {},
+    });
+    const take = async (arrivalMs = clock.nowMs()): Promise<number | 'deferred'> => {
+      try {
+        const start = await withEc2CallContext({ arrivalMs }, () => budget.acquire('Attach', 'AttachNetworkInterface'));
+        starts.push(start);
+        return start;
+      } catch (err) {
+        if (err instanceof RateBudgetDeferral) return 'deferred';
+        throw err;
+      }
+    };
+    return { budget, starts, take };
+  }
+
+  it.each(stores)(
+    'never lets more through per window than the bucket allows, for many takers in two containers (%s)',
+    async (_name, make) => {
+      const store = await make();
+      const clock = new ManualClock(T0);
+      // Two "containers" (each its own queue) sharing one store, 60 takers in bursts over simulated time.
+      const a = simulated(store, clock);
+      const b = simulated(store, clock);
+      const starts: number[] = [];
+      for (let burst = 0; burst < 3; burst += 1) {
+        const results = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).take()));
+        for (const r of results) if (typeof r === 'number') starts.push(r);
+        clock.advance(1500);
+      }
+      expect(starts).toHaveLength(60);
+      expect(maxExcessOverBucket(starts, RATE)).toBeLessThanOrEqual(0);
+      // Tight, not merely safe: the last of 60 starts when 10 + 5/s allow it, give or take the bursts' gaps.
+      expect(Math.max(...starts) - T0).toBe(((60 - 10) / 5) * 1000);
+      // Batched: far fewer store round trips than takers.
+      expect(a.budget.stats.storeTakes + b.budget.stats.storeTakes).toBeLessThan(20);
+    },
+  );
+
+  it('hands tokens to the earliest arrival first, and defers the latest when the wait would pass its bound', async () => {
+    const clock = new ManualClock(T0);
+    // A bound of 1 s: 10 tokens now plus 5 within the second; 20 takers arrive in reverse order.
+    const { take } = simulated(new MemoryRateBudgetStore(), clock, 1000);
+    const arrivals = Array.from({ length: 20 }, (_, i) => T0 - 1000 * (20 - i)).reverse();
+    const results = await Promise.all(arrivals.map((arrivalMs) => take(arrivalMs)));
+    const served = arrivals
+      .map((arrivalMs, i) => ({ arrivalMs, result: results[i]! }))
+      .sort((x, y) => x.arrivalMs - y.arrivalMs);
+    // The 15 oldest got tokens, in arrival order; the 5 newest were deferred.
+    const granted = served.filter((s) => s.result !== 'deferred');
+    expect(granted.map((s) => s.arrivalMs)).toEqual(served.slice(0, 15).map((s) => s.arrivalMs));
+    const startTimes = granted.map((s) => s.result as number);
+    expect(startTimes).toEqual([...startTimes].sort((x, y) => x - y));
+    expect(served.slice(15).every((s) => s.result === 'deferred')).toBe(true);
+  });
+
+  it('defers with the time of the next token, as a throttling error every EC2 path already retries', async () => {
+    const clock = new ManualClock(T0);
+    const { budget } = simulated(new MemoryRateBudgetStore(), clock, 0);
+    for (let i = 0; i < 10; i += 1) await budget.acquire('Attach', 'AttachNetworkInterface');
+    const err = await budget.acquire('Attach', 'AttachNetworkInterface').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RateBudgetDeferral);
+    expect(err).toBeInstanceOf(Ec2ApiError);
+    expect(err).toMatchObject({ kind: 'throttling', retryable: true, retryAfterMs: 200 });
+  });
+
+  it('fails open: an unreachable store lets the call through to EC2', async () => {
+    const broken: RateBudgetStore = {
+      take: async () => {
+        throw Object.assign(new Error('connect ECONNREFUSED'), { name: 'TimeoutError' });
+      },
+    };
+    const { budget } = simulated(broken, new ManualClock(T0));
+    await expect(budget.acquire('Attach', 'AttachNetworkInterface')).resolves.toBe(T0);
+    expect(budget.stats.failedOpen).toBe(1);
+  });
+});
+
+describe('Function: ec2BucketRates', () => {
+  it("reads EC2's published figures, keeps a fifth of each burst back and follows a local cloud's time scale", () => {
+    const rates = ec2BucketRates();
+    expect(rates('AttachNetworkInterface')).toEqual({ bucket: 40, refillPerSecond: 5 });
+    expect(rates('CreateTags')).toEqual({ bucket: 80, refillPerSecond: 10 });
+    expect(rates('DescribeSubnets')).toEqual({ bucket: 80, refillPerSecond: 20 });
+    expect(rates('SomethingElse')).toEqual({ bucket: 40, refillPerSecond: 5 });
+    expect(ec2BucketRates({ rateScale: 20, rateShare: 0.5 })('CreateNetworkInterface')).toEqual({
+      bucket: 80,
+      refillPerSecond: 50,
+    });
+  });
+});
+
+describe('BudgetedEc2 against the EC2 simulator (its token buckets answer RequestLimitExceeded)', () => {
+  const SMALL = { bucket: 10, refillPerSecond: 20 };
+
+  async function burst(withBudget: boolean): Promise<{ throttled: number; ok: number; errors: number }> {
+    const sim = await startEc2Simulator({ region: REGION, accountId: ACCOUNT, timeScale: 1, throttling: true });
+    const client = new EC2Client({
+      region: REGION,
+      endpoint: sim.endpoint,
+      credentials: CREDENTIALS,
+      maxAttempts: 1,
+    });
+    try {
+      sim.admin.setBucket('CreateTags', SMALL);
+      const vpc = sim.admin.seedVpc('10.0.0.0/16');
+      const subnetId = sim.admin.seedSubnet(vpc.vpcId, '10.0.0.0/24', `${REGION}a`).subnetId;
+      const sdk = new SdkEc2({ client, maxConcurrentMutations: 64 });
+      // Half the burst held back, so scheduling jitter of up to 250 ms cannot push two tokens together.
+      const budget = new RateBudget({
+        store: new MemoryRateBudgetStore(),
+        clock: { nowMs: () => Date.now() },
+        rateOf: () => ({ bucket: SMALL.bucket / 2, refillPerSecond: SMALL.refillPerSecond }),
+      });
+      const ec2 = withBudget ? new BudgetedEc2(sdk, budget) : sdk;
+      const eni = await sdk.createNetworkInterface({
+        subnetId,
+        securityGroupIds: [],
+        ipCount: 0,
+        prefixCount: 0,
+        tags: {},
+        clientToken: 'negative-control',
+      });
+      const results = await Promise.allSettled(
+        Array.from({ length: 30 }, (_, i) => ec2.createTags([eni.eniId], { [`k${i}`]: 'v' })),
+      );
+      const counts = sim.admin.counts()['CreateTags'] ?? { throttled: 0, ok: 0 };
+      return {
+        throttled: counts.throttled,
+        ok: counts.ok,
+        errors: results.filter((r) => r.status === 'rejected').length,
+      };
+    } finally {
+      client.destroy();
+      await sim.close();
+    }
+  }
+
+  it('sends 30 calls into a bucket of 10 without one RequestLimitExceeded; without it, EC2 refuses some', async () => {
+    const without = await burst(false);
+    expect(without.throttled).toBeGreaterThan(0);
+    expect(without.errors).toBe(without.throttled);
+    const within = await burst(true);
+    expect(within).toEqual({ throttled: 0, ok: 30, errors: 0 });
+  });
+});
