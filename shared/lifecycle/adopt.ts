@@ -40,6 +40,10 @@ export async function adoptTemplateEnis(
   if (!instance.interfaces.some((i) => (i.attachment?.deviceIndex ?? 0) >= 1)) return undefined;
   const log = deps.logger.child({ instanceId: instance.instanceId, flow: 'launch' });
   const attached = await deps.ec2.describeNetworkInterfaces({ attachedTo: instance.instanceId });
+  // DescribeInstances saw them, a lagging DescribeNetworkInterfaces may not yet: wait rather than plan around them.
+  const seen = new Set(attached.map((e) => e.eniId));
+  if (instance.interfaces.some((i) => (i.attachment?.deviceIndex ?? 0) >= 1 && !seen.has(i.eniId)))
+    return wait("the instance's ENIs are not visible to DescribeNetworkInterfaces yet");
   const candidates = attached.filter((e) => (e.attachment?.deviceIndex ?? 0) >= 1);
   const ours = candidates.filter((e) => isTemplateEni(e, deps.config.clusterName));
   const foreign = candidates.filter((e) => !ours.includes(e));

@@ -151,6 +151,28 @@ describe('Function: adoptTemplateEnis (launch-template adoption, EC2 simulator +
     expect(h.autoScaling.resultFor(id)).toEqual(['ABANDON']);
   });
 
+  it('waits, creating nothing, while DescribeNetworkInterfaces lags behind DescribeInstances', async () => {
+    await start();
+    const id = launchFromTemplate(h, 'm5.large', templateEnis(h, 'm5.large'));
+    const base = h.deps();
+    // Eventual consistency between the two APIs: the pod ENIs are not in the filtered Describe yet.
+    const lagging = {
+      ...base,
+      ec2: Object.assign(Object.create(base.ec2), {
+        describeNetworkInterfaces: async (q: Parameters<typeof base.ec2.describeNetworkInterfaces>[0]) =>
+          (await base.ec2.describeNetworkInterfaces(q)).filter((e) => e.attachment?.deviceIndex === 0),
+      }),
+    };
+    h.sim.admin.resetCounts();
+    await createLifecycleRecordHandler(lagging)(launchEventBody(id));
+    expect(h.requeue.queued).toHaveLength(1);
+    expect(simCalls(h).mutating).toEqual({});
+    expect((await h.store.getNode(h.instanceArnOf(id)))?.phase).toBe('PENDING');
+    await h.drive(h.requeue.queued[0]!.body);
+    expect((await h.store.getNode(h.instanceArnOf(id)))?.phase).toBe('READY');
+    expect(simCalls(h).mutating).toEqual({});
+  });
+
   it('leaves ENIs that are not tagged for the cluster alone and creates its pod ENIs around them', async () => {
     await start();
     const id = launchFromTemplate(

@@ -6,7 +6,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { buildCni } from '../../infra/build.js';
 import { bundleGuest, runInVm, writeNodePolicy } from '../vm/vm.js';
-import type { CellResult } from './guest/main.js';
+import type { CellResult } from './guest/cells.js';
 
 export type { CellResult };
 

@@ -1,11 +1,10 @@
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { build } from 'esbuild';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { buildSea } from '../../infra/build.js';
 import { missing } from '../support/capabilities.js';
 import type { GuestCaseResult } from '../vm/guest/runner.js';
-import { runInVm, writeNodePolicy } from '../vm/vm.js';
+import { bundleGuest, runInVm, writeNodePolicy } from '../vm/vm.js';
 
 /**
  * The single executable in the ipvlan VM (one boot for this file): installed by itself and run with Node masked,
@@ -26,17 +25,7 @@ describe.skipIf(skipReason !== undefined)('VM: the single executable on real ipv
   beforeAll(async () => {
     rmSync(outDir, { recursive: true, force: true });
     mkdirSync(outDir, { recursive: true });
-    await build({
-      entryPoints: ['test/runtime/guest/sea-main.ts'],
-      bundle: true,
-      platform: 'node',
-      format: 'esm',
-      target: 'node20',
-      outfile: join(outDir, 'guest.mjs'),
-      external: ['netlink', 'dynalite'],
-      banner: { js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);" },
-      logLevel: 'warning',
-    });
+    await bundleGuest('test/runtime/guest/sea-main.ts', join(outDir, 'guest.mjs'));
     const sea = await buildSea(join(outDir, 'bin'), { reuse: true });
     const policyFile = await writeNodePolicy(outDir);
     const run = await runInVm(['node', join(outDir, 'guest.mjs'), resultFile, sea, policyFile], {

@@ -246,7 +246,8 @@ export async function runInVm(command: readonly string[], options: VmOptions = {
 
 /**
  * Bundles an in-guest entry point to one ESM file run with plain node (vitest and tsx start too slowly under
- * the VM's emulation). netlink and dynalite resolve from the repository's node_modules at run time.
+ * the VM's emulation). netlink, dynalite and iam-simulate resolve from the repository's node_modules at run
+ * time: each reads files beside its own code (a native module; iam-simulate's IAM data), which a bundle breaks.
  */
 export async function bundleGuest(entry: string, outfile: string): Promise<void> {
   await build({
@@ -256,7 +257,7 @@ export async function bundleGuest(entry: string, outfile: string): Promise<void>
     format: 'esm',
     target: 'node20',
     outfile,
-    external: ['netlink', 'dynalite'],
+    external: ['netlink', 'dynalite', '@cloud-copilot/*'],
     banner: { js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);" },
     logLevel: 'warning',
   });

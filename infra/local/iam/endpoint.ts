@@ -95,6 +95,13 @@ export class IamEndpoint {
   }
 
   async start(port = 0, host?: string): Promise<void> {
+    // The evaluator loads its IAM data on first use (seconds under the VM's emulation): pay it here, not inside
+    // the first node request's timeout.
+    await evaluate([{ Statement: [] }], `arn:aws:iam::${this.options.accountId}:root`, this.options.accountId, {
+      action: 'dynamodb:GetItem',
+      resource: `arn:aws:dynamodb:${this.options.region}:${this.options.accountId}:table/warm-up`,
+      context: {},
+    });
     this.listener = await listen((request, body, response) => this.handle(request, body, response), port, host);
   }
 

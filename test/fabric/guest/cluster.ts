@@ -178,7 +178,9 @@ export class Cluster {
     };
     for (let attempt = 1; ; attempt++) {
       const r = await nodeExec(node, ['/opt/cni/bin/vpc-lease-cni'], env, netconf);
-      if (r.code === 0 || attempt >= 6 || r.json?.['code'] !== 11) return r;
+      // Kubelet retries a sandbox without end; 15 tries keep a cell's verdict from hanging on a busy machine's
+      // speed (the plugin's own 1 s IMDS and 3 s store timeouts are wall clock, and the guest is emulated).
+      if (r.code === 0 || attempt >= 15 || r.json?.['code'] !== 11) return r;
       await new Promise((resolve) => setTimeout(resolve, 2_000));
     }
   }
