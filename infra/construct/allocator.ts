@@ -9,6 +9,7 @@ import * as sources from 'aws-cdk-lib/aws-lambda-event-sources';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { type ControlPlaneConfig, controlPlaneConfigToEnv } from '../../shared/config/control-plane.js';
+import { LEASE_SORT_PREFIX, NODE_SORT_KEY, TABLE_KEYS } from '../../shared/lease-store/table.js';
 import { clusterTagKey } from '../../shared/lifecycle/hookless.js';
 import { ControlPlaneFunction } from './control-plane-function.js';
 import { EventQueue } from './event-queue.js';
@@ -147,6 +148,16 @@ export class VpcLeaseAllocator extends Construct {
         maxRecordAge: Duration.hours(1),
         reportBatchItemFailures: true,
         onFailure: new sources.SqsDlq(this.deadLetterQueue),
+        // Only leases and node items concern the pool; the EC2 rate budget's takes (several per launch) and the
+        // reconciler's marks would otherwise each cost an invocation.
+        filters: [
+          lambda.FilterCriteria.filter({
+            dynamodb: { Keys: { [TABLE_KEYS.sortKey]: { S: lambda.FilterRule.beginsWith(LEASE_SORT_PREFIX) } } },
+          }),
+          lambda.FilterCriteria.filter({
+            dynamodb: { Keys: { [TABLE_KEYS.sortKey]: { S: lambda.FilterRule.isEqual(NODE_SORT_KEY) } } },
+          }),
+        ],
       }),
     );
     this.poolManagerFunction = pool.fn;

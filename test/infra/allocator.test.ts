@@ -227,6 +227,13 @@ describe('Construct: VpcLeaseAllocator', () => {
         FunctionResponseTypes: ['ReportBatchItemFailures'],
         DestinationConfig: { OnFailure: { Destination: Match.anyValue() } },
         StartingPosition: 'LATEST',
+        // Lease and node items only: the rate budget's and the reconciler's items never invoke the pool.
+        FilterCriteria: {
+          Filters: [
+            { Pattern: JSON.stringify({ dynamodb: { Keys: { sk: { S: [{ prefix: 'ip#' }] } } } }) },
+            { Pattern: JSON.stringify({ dynamodb: { Keys: { sk: { S: ['node'] } } } }) },
+          ],
+        },
       });
       template.resourceCountIs('AWS::Lambda::EventSourceMapping', 2);
     });
