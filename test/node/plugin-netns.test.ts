@@ -273,7 +273,13 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
   it('gives back a claim whose every answer was lost, so the runtime’s retry of the ADD gets an address', async () => {
     const proxy = await startCountingProxy(f.iam.endpoint);
     try {
-      const conf = f.netconf('1.0.0', { dynamoEndpoint: proxy.endpoint, storeTimeoutMs: 300 });
+      // A data dir of its own: no claim hints, so the claim is the Query path's (a hinted claim that loses its
+      // answers already re-reads by holder and finds the write that landed).
+      const conf = f.netconf('1.0.0', {
+        dynamoEndpoint: proxy.endpoint,
+        storeTimeoutMs: 300,
+        dataDir: join(f.dir, 'lost-answers'),
+      });
       const netns = f.addNetns();
       const containerId = 'lost-answers';
       // The light client tries a request 4 times: every claim attempt lands and none is answered.
