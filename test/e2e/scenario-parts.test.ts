@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { table } from '../../infra/cli/table.js';
 import { parseScenarioArgs } from '../../infra/local/scenario/options.js';
+import type { PodDriver } from '../../infra/local/scenario/pods.js';
 import { renderReport, type ScenarioReport, summarize } from '../../infra/local/scenario/report.js';
+import { Workload } from '../../infra/local/scenario/workload.js';
+import type { LeaseStore } from '../../shared/lease-store/port.js';
 
 describe('Function: parseScenarioArgs', () => {
   it('gives the one-minute defaults and resolves the local folder under the project', () => {
@@ -163,5 +166,60 @@ describe('Function: table', () => {
         ],
       ),
     ).toEqual(['A    BB', 'xxx  y', 'z']);
+  });
+});
+
+describe('Class: Workload (scenario pods)', () => {
+  /** A node at its address ceiling: every lease in the reuse wait until `freeAfterMs` from the first ADD. */
+  function ceilingDriver(freeAfterMs: number): { driver: PodDriver; attempts: number[] } {
+    const attempts: number[] = [];
+    let firstMs: number | undefined;
+    const driver: PodDriver = {
+      kind: 'lease-store',
+      prepareNode: async () => undefined,
+      add: async (pod) => {
+        const now = performance.now();
+        firstMs ??= now;
+        attempts.push(now - firstMs);
+        if (now - firstMs < freeAfterMs) return { ok: false, latencyMs: 1, error: 'no claimable lease on x' };
+        pod.netns = `/var/run/netns/${pod.name}`;
+        return { ok: true, latencyMs: 1, ip: '10.0.0.9' };
+      },
+      del: async () => ({ ok: true, latencyMs: 1 }),
+      podAddress: async () => undefined,
+      forgetNode: async () => undefined,
+      close: async () => undefined,
+    };
+    return { driver, attempts };
+  }
+
+  const workload = (driver: PodDriver, retryDelayMs: number) =>
+    new Workload({
+      driver,
+      store: {} as LeaseStore,
+      region: 'us-east-1',
+      accountId: '123456789012',
+      topUp: async () => undefined,
+      runId: 't',
+      concurrency: 1,
+      retryDelayMs,
+    });
+
+  it('retries "no claimable lease" after growing delays, so a lease leaving its reuse wait is found however fast the calls are', async () => {
+    const { driver, attempts } = ceilingDriver(50);
+    const w = workload(driver, 20);
+    await w.start(1, new Map([['i-1', 1]]));
+    expect(w.errors).toEqual([]);
+    expect(w.started).toBe(1);
+    expect(attempts.length).toBeGreaterThan(1);
+    expect(attempts.at(-1)!).toBeGreaterThanOrEqual(50);
+  });
+
+  it('gives up after four tries when the node never frees a lease, and reports it', async () => {
+    const { driver, attempts } = ceilingDriver(10_000);
+    const w = workload(driver, 1);
+    await w.start(1, new Map([['i-1', 1]]));
+    expect(attempts).toHaveLength(4);
+    expect(w.errors).toEqual([expect.stringMatching(/no claimable lease/)]);
   });
 });

@@ -173,6 +173,7 @@ export async function runScenario(
       topUp,
       runId: hostNet.runId,
       concurrency: options.parallel,
+      retryDelayMs: REUSE_WAIT_MS / 2,
       progress: say,
     });
     // What a scheduler would place per node: max pods minus the host-network pods, which need no address.

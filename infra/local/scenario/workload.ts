@@ -16,6 +16,11 @@ export interface WorkloadDeps {
   readonly topUp: () => Promise<unknown>;
   readonly runId: string;
   readonly concurrency: number;
+  /**
+   * How long a pod waits before its next ADD after "no claimable lease": a node at its address ceiling has its
+   * released leases in the reuse wait, so the retry must outlast it — by time, never by how fast the calls ran.
+   */
+  readonly retryDelayMs: number;
   readonly progress?: (line: string) => void;
 }
 
@@ -78,6 +83,9 @@ export class Workload {
         if (attempt < 4 && /claimable|NoFreeLease|MasterMissing|try again/i.test(call.error ?? '')) {
           await this.deps.topUp();
           await this.deps.driver.prepareNode(pod.instanceId);
+          // Like kubelet's back-off: 1×, 2×, 3× the delay, so the last try comes after any lease released
+          // before the first has left its reuse wait.
+          await new Promise((resolve) => setTimeout(resolve, this.deps.retryDelayMs * attempt));
           continue;
         }
         this.addFailures += 1;
