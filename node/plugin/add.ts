@@ -61,7 +61,12 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
       log.info('repeated ADD', { recorded: record?.ip, found: lease?.ip });
     }
     // From here the record is ours (fresh, or a finished or crashed ADD of the same attachment).
-    undo.push('journal-intent', () => journal.remove(req.containerId, req.ifName));
+    // Kept when a claim's outcome stays unknown: the intent then tells the next ADD or DEL of this attachment to
+    // look the holder up, so a claim that landed is found (reused or released), never left beside a second one.
+    let keepIntent = false;
+    undo.push('journal-intent', () => {
+      if (!keepIntent) journal.remove(req.containerId, req.ifName);
+    });
     faultPoint(ctx.hooks, 'journal-intent');
 
     // Load netlink (~20 ms of CPU) while the claim's requests are on the wire; setImmediate lets them leave first.
@@ -74,7 +79,9 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
         // A claim that failed on the wire may still have landed (the write done, every answer lost): give back
         // whatever this attachment holds, or the runtime's retry of this ADD finds its own address taken.
         if (err instanceof StoreUnavailableError)
-          await store.release(arn, holder, ctx.nowMs(), config.reuseWaitMs).catch(() => undefined);
+          await store.release(arn, holder, ctx.nowMs(), config.reuseWaitMs).catch(() => {
+            keepIntent = true;
+          });
         throw err;
       }
     }

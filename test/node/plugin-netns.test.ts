@@ -297,6 +297,37 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
     }
   });
 
+  it('keeps the intent when a lost claim cannot be given back either, so the retry reuses it instead of taking a second', async () => {
+    const proxy = await startCountingProxy(f.iam.endpoint);
+    try {
+      const conf = f.netconf('1.0.0', {
+        dynamoEndpoint: proxy.endpoint,
+        storeTimeoutMs: 300,
+        dataDir: join(f.dir, 'lost-twice'),
+      });
+      const netns = f.addNetns();
+      const containerId = 'lost-twice';
+      // Four claim attempts land unanswered, then the give-back's four attempts are refused (they never land).
+      proxy.swallowUpdates = 4;
+      proxy.refuseUpdates = 4;
+      const failed = await f.run('ADD', { netns, containerId }, conf);
+      expect(failed.json).toMatchObject({ code: 11 });
+      const held = await holderOf(containerId);
+      expect(held?.state).toBe('CLAIMED'); // the claim landed and could not be given back
+      const retried = await f.run('ADD', { netns, containerId }, conf);
+      expect(retried.code, retried.stdout).toBe(0);
+      const ip = (retried.json as { ips: { address: string }[] }).ips[0]!.address.split('/')[0];
+      const mine = (await f.store.listLeases(f.arn)).filter(
+        (l) => l.state === 'CLAIMED' && l.holder?.containerId === containerId,
+      );
+      expect(mine.map((l) => l.ip)).toEqual([ip]);
+      expect((await f.run('DEL', { netns, containerId }, conf)).code).toBe(0);
+      expect(await holderOf(containerId)).toBeUndefined();
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('undoes a repeated ADD that fails completely: no link, no claim, no record', async () => {
     const netns = f.addNetns();
     const containerId = 'readd-fail';

@@ -51,6 +51,7 @@ export interface IamEndpointOptions {
 
 const TARGET_PREFIX = 'DynamoDB_20120810.';
 const MAX_DENIALS_KEPT = 10_000;
+const MAX_DECISIONS_KEPT = 10_000;
 
 function coralError(response: ServerResponse, type: string, message: string, messageKey = 'message'): void {
   const body = JSON.stringify({ __type: `com.amazon.coral.service#${type}`, [messageKey]: message });
@@ -73,6 +74,7 @@ export class IamEndpoint {
   private readonly byInstance = new Map<string, InstanceSession>();
   private readonly schemas = new Map<string, TableSchema>();
   private readonly policies = new Map<string, PolicyDocument>();
+  private readonly decisions = new Map<string, boolean>();
   private readonly agent = new Agent({ keepAlive: true });
   private readonly describer: DynamoDBClient;
   private readonly listeners = new Set<(record: IamDecisionRecord) => void>();
@@ -249,11 +251,25 @@ export class IamEndpoint {
         'aws:SourceVpc': session.vpcId,
       };
       const principal = `arn:aws:sts::${this.options.accountId}:assumed-role/${session.roleName}/${session.instanceId}`;
-      const decision = await evaluate([policy], principal, this.options.accountId, { ...r, context });
-      this.record(session, operation, r, decision.allowed);
-      if (!decision.allowed) return r;
+      const allowed = await this.decide(vpcId, policy, principal, { ...r, context });
+      this.record(session, operation, r, allowed);
+      if (!allowed) return r;
     }
     return undefined;
+  }
+
+  /**
+   * An evaluation is a pure function of the policy and the request, so a repeated one (a node's claims all look
+   * alike) is answered from memory: the emulated VM guests cannot afford iam-simulate on every request.
+   */
+  private async decide(vpcId: string, policy: PolicyDocument, principal: string, r: IamRequest): Promise<boolean> {
+    const key = JSON.stringify([vpcId, principal, r.action, r.resource, Object.entries(r.context).sort()]);
+    const known = this.decisions.get(key);
+    if (known !== undefined) return known;
+    const { allowed } = await evaluate([policy], principal, this.options.accountId, r);
+    if (this.decisions.size >= MAX_DECISIONS_KEPT) this.decisions.clear();
+    this.decisions.set(key, allowed);
+    return allowed;
   }
 
   private record(session: InstanceSession, operation: string, r: IamRequest, allowed: boolean): void {

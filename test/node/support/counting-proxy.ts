@@ -11,16 +11,24 @@ export interface CountingProxy {
   readonly operations: string[];
   /** How many more answers to UpdateItem to swallow after forwarding the request (the write lands, no reply). */
   swallowUpdates: number;
+  /** How many more UpdateItems to refuse with a 503 without forwarding them (the write never lands). */
+  refuseUpdates: number;
   close(): Promise<void>;
 }
 
 export async function startCountingProxy(target: string): Promise<CountingProxy> {
-  const state = { swallowUpdates: 0 };
+  const state = { swallowUpdates: 0, refuseUpdates: 0 };
   const operations: string[] = [];
   const upstream = new URL(target);
   const server = createServer((req, res) => {
     const op = String(req.headers['x-amz-target'] ?? '').split('.')[1];
     if (op) operations.push(op);
+    if (op === 'UpdateItem' && state.swallowUpdates === 0 && state.refuseUpdates > 0) {
+      state.refuseUpdates -= 1;
+      req.resume();
+      res.writeHead(503, { 'content-type': 'application/x-amz-json-1.0' }).end('{}');
+      return;
+    }
     const forward = request(
       { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
       (up) => {
@@ -41,6 +49,12 @@ export async function startCountingProxy(target: string): Promise<CountingProxy>
   return {
     endpoint: `http://127.0.0.1:${port}`,
     operations,
+    get refuseUpdates() {
+      return state.refuseUpdates;
+    },
+    set refuseUpdates(n: number) {
+      state.refuseUpdates = n;
+    },
     get swallowUpdates() {
       return state.swallowUpdates;
     },
