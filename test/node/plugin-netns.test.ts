@@ -270,62 +270,67 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
     }
   });
 
-  it('gives back a claim whose every answer was lost, so the runtime’s retry of the ADD gets an address', async () => {
+  /**
+   * An ADD through a proxy that lets the first `swallow` UpdateItems land unanswered and refuses the next
+   * `refuse` (they never land), in a data dir of its own: no claim hints, so the claim is the Query path's (a
+   * hinted claim that loses its answers already re-reads by holder). Returns the failed ADD, then retries it.
+   */
+  async function addWithLostAnswers(containerId: string, swallow: number, refuse: number) {
     const proxy = await startCountingProxy(f.iam.endpoint);
+    const conf = f.netconf('1.0.0', {
+      dynamoEndpoint: proxy.endpoint,
+      storeTimeoutMs: 300,
+      dataDir: join(f.dir, containerId),
+    });
+    const netns = f.addNetns();
+    proxy.swallowUpdates = swallow;
+    proxy.refuseUpdates = refuse;
     try {
-      // A data dir of its own: no claim hints, so the claim is the Query path's (a hinted claim that loses its
-      // answers already re-reads by holder and finds the write that landed).
-      const conf = f.netconf('1.0.0', {
-        dynamoEndpoint: proxy.endpoint,
-        storeTimeoutMs: 300,
-        dataDir: join(f.dir, 'lost-answers'),
-      });
-      const netns = f.addNetns();
-      const containerId = 'lost-answers';
-      // The light client tries a request 4 times: every claim attempt lands and none is answered.
-      proxy.swallowUpdates = 4;
       const failed = await f.run('ADD', { netns, containerId }, conf);
-      expect(failed.json).toMatchObject({ code: 11 });
-      expect(await holderOf(containerId)).toBeUndefined();
-      expect(proxy.operations.filter((op) => op === 'UpdateItem').length).toBeGreaterThanOrEqual(5); // 4 + the release
-      expect(f.podLinks(netns)).toEqual([]);
+      const heldAfterFailure = await holderOf(containerId);
+      const updates = proxy.operations.filter((op) => op === 'UpdateItem').length;
+      const links = f.podLinks(netns);
       const retried = await f.run('ADD', { netns, containerId }, conf);
-      expect(retried.code, retried.stdout).toBe(0);
-      expect((await f.run('DEL', { netns, containerId }, conf)).code).toBe(0);
-    } finally {
-      await proxy.close();
-    }
-  });
-
-  it('keeps the intent when a lost claim cannot be given back either, so the retry reuses it instead of taking a second', async () => {
-    const proxy = await startCountingProxy(f.iam.endpoint);
-    try {
-      const conf = f.netconf('1.0.0', {
-        dynamoEndpoint: proxy.endpoint,
-        storeTimeoutMs: 300,
-        dataDir: join(f.dir, 'lost-twice'),
-      });
-      const netns = f.addNetns();
-      const containerId = 'lost-twice';
-      // Four claim attempts land unanswered, then the give-back's four attempts are refused (they never land).
-      proxy.swallowUpdates = 4;
-      proxy.refuseUpdates = 4;
-      const failed = await f.run('ADD', { netns, containerId }, conf);
-      expect(failed.json).toMatchObject({ code: 11 });
-      const held = await holderOf(containerId);
-      expect(held?.state).toBe('CLAIMED'); // the claim landed and could not be given back
-      const retried = await f.run('ADD', { netns, containerId }, conf);
-      expect(retried.code, retried.stdout).toBe(0);
-      const ip = (retried.json as { ips: { address: string }[] }).ips[0]!.address.split('/')[0];
       const mine = (await f.store.listLeases(f.arn)).filter(
         (l) => l.state === 'CLAIMED' && l.holder?.containerId === containerId,
       );
-      expect(mine.map((l) => l.ip)).toEqual([ip]);
-      expect((await f.run('DEL', { netns, containerId }, conf)).code).toBe(0);
-      expect(await holderOf(containerId)).toBeUndefined();
+      const del = await f.run('DEL', { netns, containerId }, conf);
+      return {
+        failed,
+        heldAfterFailure,
+        updates,
+        links,
+        retried,
+        mine,
+        del,
+        heldAfterDel: await holderOf(containerId),
+      };
     } finally {
       await proxy.close();
     }
+  }
+
+  it('gives back a claim whose every answer was lost, so the runtime’s retry of the ADD gets an address', async () => {
+    // The light client tries a request 4 times: every claim attempt lands and none is answered.
+    const r = await addWithLostAnswers('lost-answers', 4, 0);
+    expect(r.failed.json).toMatchObject({ code: 11 });
+    expect(r.heldAfterFailure).toBeUndefined();
+    expect(r.updates).toBeGreaterThanOrEqual(5); // 4 + the release
+    expect(r.links).toEqual([]);
+    expect(r.retried.code, r.retried.stdout).toBe(0);
+    expect(r.del.code).toBe(0);
+  });
+
+  it('keeps the intent when a lost claim cannot be given back either, so the retry reuses it instead of taking a second', async () => {
+    // Four claim attempts land unanswered, then the give-back's four attempts are refused (they never land).
+    const r = await addWithLostAnswers('lost-twice', 4, 4);
+    expect(r.failed.json).toMatchObject({ code: 11 });
+    expect(r.heldAfterFailure?.state).toBe('CLAIMED');
+    expect(r.retried.code, r.retried.stdout).toBe(0);
+    const ip = (r.retried.json as { ips: { address: string }[] }).ips[0]!.address.split('/')[0];
+    expect(r.mine.map((l) => l.ip)).toEqual([ip]);
+    expect(r.del.code).toBe(0);
+    expect(r.heldAfterDel).toBeUndefined();
   });
 
   it('undoes a repeated ADD that fails completely: no link, no claim, no record', async () => {
