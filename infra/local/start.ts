@@ -69,6 +69,9 @@ async function main(): Promise<number> {
     process.stderr.write(`npm start failed: ${errorMessage(err)}\n`);
     return 1;
   }
+  // A scenario can also end normally with failed pods because the signal's cleanup took their namespaces away;
+  // the signal handler owns the exit then (CI saw exit 1 instead of 130 this way).
+  if (stopping) await new Promise<never>(() => {});
   let report = run.report;
   if (!opts.keep) {
     const removed = await run.close();
