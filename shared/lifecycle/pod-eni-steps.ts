@@ -47,6 +47,19 @@ export async function advancePodEnis(
   return new PodEniSteps(deps, node.instanceId, instance, options).advance(node);
 }
 
+/**
+ * The EC2 calls the steps still have to make for `enis`, by action (the rate budget's keys): a create per
+ * PLANNED ENI, an attach per PLANNED or CREATED one, a DeleteOnTermination modify per ENI not marked yet.
+ */
+export function podEniCallsAhead(enis: readonly EniRecord[]): Record<string, number> {
+  const count = (steps: readonly EniStep[]) => enis.filter((e) => steps.includes(e.step)).length;
+  return {
+    CreateNetworkInterface: count(['PLANNED']),
+    AttachNetworkInterface: count(['PLANNED', 'CREATED']),
+    ModifyNetworkInterfaceAttribute: enis.filter((e) => e.step !== 'LEASED' && e.deleteOnTermination !== true).length,
+  };
+}
+
 class PodEniSteps {
   private readonly excludedSubnets = new Set<string>();
   private subnetCidrs: Map<string, string> | undefined;
