@@ -150,6 +150,14 @@ export interface RateBudgetOptions {
   readonly maxBatch?: number;
   /** How far ahead declared calls may be reserved (default 15 min, SQS's longest message delay). */
   readonly maxReserveAheadMs?: number;
+  /** How long a call sleeps for a ticket it holds, whatever the invocation's bound (default 4 s). */
+  readonly ticketWaitMs?: number;
+  /**
+   * How late a ticket may still be used, in the bucket's refill intervals (default 5: 1 s at 5/s): within the
+   * part of each burst the budget keeps back (a fifth of Attach's 50), so a little lateness never overdraws
+   * EC2's bucket; in tokens, so a local cloud's faster refill shortens it alike.
+   */
+  readonly ticketGraceTokens?: number;
 }
 
 interface Taker {
@@ -175,7 +183,16 @@ export class RateBudget {
   private readonly queues = new Map<string, Taker[]>();
   private readonly pumping = new Set<string>();
   private seq = 0;
-  readonly stats = { granted: 0, deferred: 0, failedOpen: 0, storeTakes: 0, sleptMs: 0, reserved: 0, ticketsUsed: 0 };
+  readonly stats = {
+    granted: 0,
+    deferred: 0,
+    failedOpen: 0,
+    storeTakes: 0,
+    sleptMs: 0,
+    reserved: 0,
+    ticketsUsed: 0,
+    ticketsExpired: 0,
+  };
 
   constructor(private readonly options: RateBudgetOptions) {}
 
@@ -189,11 +206,13 @@ export class RateBudget {
     const context = state?.context;
     if (state?.declared?.[key] !== undefined) await this.reserveDeclared(state);
     else if (state?.reserving) await state.reserving;
+    if (state) await this.replaceLateTickets(state, key);
     const nowMs = clock.nowMs();
     const latestStartMs = context?.deadlineMs ?? nowMs + (this.options.maxWaitMs ?? 10_000);
     const ticket = state?.tickets.get(key)?.shift();
     if (ticket !== undefined) {
-      if (ticket > latestStartMs) {
+      // A held turn is worth a short sleep even past the invocation's bound: deferring it would come back late.
+      if (ticket > Math.max(latestStartMs, nowMs + (this.options.ticketWaitMs ?? 4_000))) {
         // Not its turn yet: keep the ticket and come back for it (the event carries it).
         state!.tickets.get(key)!.unshift(ticket);
         this.stats.deferred += 1;
@@ -223,6 +242,25 @@ export class RateBudget {
     if (waitMs <= 0) return;
     this.stats.sleptMs += waitMs;
     await (this.options.sleep ?? realSleep)(waitMs);
+  }
+
+  /**
+   * A ticket used well after its time is not safe to use: the bucket it was counted against refilled to full
+   * meanwhile and the surplus was lost, so late tickets sent together with punctual ones overdraw EC2's bucket
+   * (measured: 668 RequestLimitExceeded at 1,000 nodes). Tickets more than the grace late are given up and
+   * reserved again at the back of the line.
+   */
+  private async replaceLateTickets(state: CallState, key: string): Promise<void> {
+    const held = state.tickets.get(key);
+    if (!held?.length) return;
+    const graceMs = (this.options.ticketGraceTokens ?? 5) * intervalMs(this.options.rateOf(key));
+    const oldestUsableMs = this.options.clock.nowMs() - graceMs;
+    const late = held.filter((t) => t < oldestUsableMs).length;
+    if (late === 0) return;
+    held.splice(0, late);
+    this.stats.ticketsExpired += late;
+    state.declared = { ...state.declared, [key]: late };
+    await this.reserveDeclared(state);
   }
 
   private queueTaker(key: string, taker: Omit<Taker, 'seq' | 'resolve'>): Promise<number | 'short' | 'failed'> {

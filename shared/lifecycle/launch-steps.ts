@@ -24,7 +24,7 @@ export async function advanceEnis(
   instance: Ec2Instance | undefined,
 ): Promise<StepOutcome> {
   const waitMs = deps.attachWaitMs ?? 0;
-  // Its remaining calls reserved at once: a launch deferred for tokens keeps its turn (rate-budget.ts).
+  // Its remaining creates and attaches reserved at once: a launch deferred for tokens keeps its turn (rate-budget.ts).
   declareEc2Calls(podEniCallsAhead(start.enis));
   const outcome = await advancePodEnis(deps, start, instance, {
     minLeases: deps.config.minLeases,

@@ -198,6 +198,8 @@ describe('RateBudget tickets: declared calls reserved at once, carried across a 
       store,
       clock,
       rateOf: () => SLOW,
+      // Only the invocation's bound decides whether a held ticket is slept for or deferred here.
+      ticketWaitMs: 0,
       sleep: async (ms) => {
         slept.push(ms);
       },
@@ -264,6 +266,53 @@ describe('RateBudget tickets: declared calls reserved at once, carried across a 
     // A asks again on its return, finds its turn gone and is deferred a second time.
     expect(aAgain).toBeInstanceOf(RateBudgetDeferral);
     expect(takesOnReturn).toBeGreaterThan(0);
+  });
+
+  it('gives up a ticket used later than its grace and reserves again at the back of the line; a punctual one is used', async () => {
+    const clock = new ManualClock(T0);
+    const { budget } = budgetAt(clock);
+    // Someone else holds the bucket's next ten turns.
+    await invocation(clock, T0, async () => {
+      declareEc2Calls({ Create: 10 });
+      await budget.acquire('Create', 'CreateNetworkInterface');
+    });
+    // A ticket 5 s old (the grace is 5 intervals of 1 s: still usable) and one 6 s old (not).
+    clock.advance(6_000);
+    const punctual = await invocation(clock, T0, () => budget.acquire('Create', 'CreateNetworkInterface'), {
+      Create: [clock.nowMs() - 5_000],
+    });
+    expect(punctual).toBe(clock.nowMs() - 5_000);
+    const late = await invocation(
+      clock,
+      T0,
+      () => budget.acquire('Create', 'CreateNetworkInterface').catch((e: unknown) => e),
+      { Create: [clock.nowMs() - 6_000] },
+    );
+    // Its new turn is after the other holder's ten (T0 … T0+9 s), deferred past the 500 ms bound.
+    expect(late).toBeInstanceOf(RateBudgetDeferral);
+    expect(late).toMatchObject({ retryAfterMs: T0 + 10_000 - clock.nowMs() });
+    expect(budget.stats).toMatchObject({ ticketsExpired: 1, ticketsUsed: 2 });
+  });
+
+  it('sleeps for a held ticket past the invocation bound when it is within ticketWaitMs', async () => {
+    const clock = new ManualClock(T0);
+    const slept: number[] = [];
+    const budget = new RateBudget({
+      store: new MemoryRateBudgetStore(),
+      clock,
+      rateOf: () => SLOW,
+      ticketWaitMs: 3_000,
+      sleep: async (ms) => {
+        slept.push(ms);
+      },
+    });
+    const take = (ticketMs: number) =>
+      invocation(clock, T0, () => budget.acquire('Create', 'CreateNetworkInterface').catch((e: unknown) => e), {
+        Create: [ticketMs],
+      });
+    expect(await take(T0 + 2_500)).toBe(T0 + 2_500);
+    expect(await take(T0 + 3_500)).toBeInstanceOf(RateBudgetDeferral);
+    expect(slept).toEqual([2_500]);
   });
 
   it('sleeps until a ticket it may use within its bound, and reserves declared keys only once', async () => {
