@@ -106,12 +106,12 @@ export class Monitoring extends Construct {
       1,
       3,
     );
-    // Throttled calls are retried; only sustained throttling (two periods) means maxConcurrency is too high
-    // or another tool shares the account's buckets.
+    // Throttled calls are retried; the rate budget schedules ours, so sustained throttling (two periods) means
+    // another tool shares the account's buckets (lower the budget's rate share) or the budget is off.
     this.ec2ThrottlingAlarm = alarmOn(
       throttled,
       'Ec2ThrottlingAlarm',
-      'EC2 keeps throttling the control plane (lower maxConcurrency?)',
+      'EC2 keeps throttling the control plane (another caller in the account? lower VPC_LEASE_EC2_BUDGET_RATE_SHARE)',
       10,
       2,
     );

@@ -61,9 +61,11 @@ export interface VpcLeaseAllocatorProps {
   /** An unattached ENI younger than this is never collected by the reconciler. @default Duration.minutes(10) */
   readonly eniMinAgeForGc?: Duration;
   /**
-   * Most concurrent instance-lifecycle invocations (the SQS event source's MaximumConcurrency, 2 to 1000): the
-   * lever on the EC2 mutating call rate, whose token buckets refill at 5 calls/s per action by default.
-   * @default 5
+   * Most concurrent instance-lifecycle invocations (the SQS event source's MaximumConcurrency, 2 to 1000): how
+   * many launch events are in hand at once. The EC2 call rate is the shared rate budget's to keep, not this
+   * cap's; at 1,000 launches 5 invocations could not pick every event up within the hooks' heartbeat timeout
+   * (48 timed out), 20 did (test/bench/PERFORMANCE.md). Mind the account's Lambda concurrency quota.
+   * @default 20
    */
   readonly maxConcurrency?: number;
   /** What happens to the lease table when the stack is deleted. @default RemovalPolicy.RETAIN */
@@ -141,7 +143,7 @@ export function resolveAllocatorProps(props: VpcLeaseAllocatorProps): ResolvedAl
     problems.push('clusterTagKey: must be a literal (it names an IAM condition key)');
   if (props.clusterTagKey !== undefined && props.hooklessLaunches !== true)
     problems.push('clusterTagKey: only hooklessLaunches uses it; set hooklessLaunches: true or leave it out');
-  const maxConcurrency = props.maxConcurrency ?? 5;
+  const maxConcurrency = props.maxConcurrency ?? 20;
   // SQS event sources accept MaximumConcurrency 2..1000.
   if (!Number.isInteger(maxConcurrency) || maxConcurrency < 2 || maxConcurrency > 1000)
     problems.push(`maxConcurrency: must be an integer between 2 and 1000, got ${maxConcurrency}`);

@@ -137,7 +137,7 @@ export class ControlPlaneCloud {
     };
     this.mapping = cloud.createEventSourceMapping(queue, handler, {
       batchSize: 10,
-      maximumConcurrency: options.maxConcurrency ?? 5,
+      maximumConcurrency: options.maxConcurrency ?? 20,
       reportBatchItemFailures: true,
       functionTimeoutS: options.functionTimeoutS ?? 40,
     });

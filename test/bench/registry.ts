@@ -25,7 +25,7 @@ export const BENCHMARKS: Readonly<Record<string, Benchmark>> = {
       instances: f.instances ?? 200,
       instanceType: 'm5.large',
       timeScale: f.timeScale ?? 1,
-      maxConcurrency: f.concurrency ?? 5,
+      maxConcurrency: f.concurrency ?? 20,
       seed: f.seed,
       adopt: f.adopt === true,
     };

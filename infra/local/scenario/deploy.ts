@@ -113,7 +113,7 @@ export function deployControlPlane(cloud: LocalCloud, options: DeployOptions): D
   const mapping = cloud.createEventSourceMapping(queue, (event) => lifecycleHandler(event), {
     batchSize: 10,
     reportBatchItemFailures: true,
-    maximumConcurrency: 5,
+    maximumConcurrency: 20,
     functionTimeoutS: LIFECYCLE_TIMEOUT_S,
   });
 
