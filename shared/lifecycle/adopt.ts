@@ -1,6 +1,7 @@
 import { ADDRESSES_PER_PREFIX, type InstanceLimits } from '../domain/limits.js';
 import type { EniRecord, NodeRecord } from '../domain/node.js';
 import type { Ec2Eni, Ec2Instance, Ec2Port } from '../ec2/port.js';
+import { containerPortOf } from '../ec2/prefetched-ec2.js';
 import { ENI_TAGS, eniClientToken, LAUNCH_TEMPLATE_OWNER } from '../ec2/tags.js';
 import { maxPodsFor } from '../planner/max-pods.js';
 import { abandonLaunch } from './abandon.js';
@@ -136,10 +137,10 @@ function adoptedRecord(instanceId: string, e: Ec2Eni, subnetCidr: string | undef
 }
 
 async function cidrsOf(ec2: Ec2Port, subnetIds: readonly string[]): Promise<Map<string, string>> {
-  let cache = subnetCidrs.get(ec2);
+  let cache = subnetCidrs.get(containerPortOf(ec2));
   if (!cache) {
     cache = new Map();
-    subnetCidrs.set(ec2, cache);
+    subnetCidrs.set(containerPortOf(ec2), cache);
   }
   const known = cache;
   const missing = subnetIds.filter((id) => !known.has(id));

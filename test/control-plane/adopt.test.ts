@@ -3,9 +3,10 @@ import type { LaunchInterfaceSpec } from '../../infra/local/ports.js';
 import { MUTATING_ACTIONS } from '../../shared/ec2/port.js';
 import { launchTemplateEniTags } from '../../shared/ec2/tags.js';
 import { formatViolations } from '../../shared/invariants/checker.js';
+import { createLifecycleBatchHandler } from '../../shared/lifecycle/batch-handler.js';
 import { createLifecycleRecordHandler } from '../../shared/lifecycle/record-handler.js';
 import { planTemplateEnis } from '../../shared/planner/template-plan.js';
-import { launchEventBody } from './support/events.js';
+import { launchEventBody, sqsRecord } from './support/events.js';
 import { Harness, type HarnessOptions } from './support/harness.js';
 import { limitsOf } from './support/limits.js';
 
@@ -98,6 +99,26 @@ describe('Function: adoptTemplateEnis (launch-template adoption, EC2 simulator +
     await handle(launchEventBody(second));
     expect((await h.store.getNode(h.instanceArnOf(second)))?.phase).toBe('READY');
     expect(simCalls(h)).toEqual({ mutating: {}, describe: { DescribeInstances: 1, DescribeNetworkInterfaces: 1 } });
+  });
+
+  it("keeps the subnet CIDR for the container's life through the batch handler, which wraps EC2 per record", async () => {
+    await start();
+    const [first, second] = [0, 1].map(() => launchFromTemplate(h, 'm5.large', templateEnis(h, 'm5.large')));
+    h.sim.admin.resetCounts();
+
+    // Two invocations of one container: each record sees EC2 through its own prefetching view.
+    const handle = createLifecycleBatchHandler(h.deps());
+    await handle({ Records: [sqsRecord('m1', launchEventBody(first!))] });
+    await handle({ Records: [sqsRecord('m2', launchEventBody(second!))] });
+
+    for (const id of [first!, second!]) expect(h.autoScaling.resultFor(id)).toEqual(['CONTINUE']);
+    // Per node: one DescribeInstances (the batch's) and one DescribeNetworkInterfaces; the subnet once.
+    expect(simCalls(h).describe).toEqual({
+      DescribeInstances: 2,
+      DescribeInstanceTypes: 1,
+      DescribeNetworkInterfaces: 2,
+      DescribeSubnets: 1,
+    });
   });
 
   it('adopts /28 prefixes in prefix-delegation mode, one lease per address up to the cap', async () => {
