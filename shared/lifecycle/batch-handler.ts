@@ -26,6 +26,7 @@ interface Parsed {
   readonly record: SQSRecord;
   readonly arrivalMs: number;
   readonly launchOf?: string;
+  readonly tickets?: Readonly<Record<string, readonly number[]>>;
 }
 
 /**
@@ -50,7 +51,8 @@ export function createLifecycleBatchHandler(deps: LifecycleDeps, options: Lifecy
         { Records: parsed.map((p) => p.record) },
         (record) => {
           const p = byMessage.get(record.messageId);
-          return withEc2CallContext({ arrivalMs: p?.arrivalMs ?? 0, deadlineMs }, () => handlerFor(p)(record.body));
+          const context = { arrivalMs: p?.arrivalMs ?? 0, deadlineMs, ...(p?.tickets ? { tickets: p.tickets } : {}) };
+          return withEc2CallContext(context, () => handlerFor(p)(record.body));
         },
         { logger: deps.logger },
       );
@@ -64,7 +66,12 @@ function parse(record: SQSRecord): Parsed {
   try {
     const event = parseLifecycleEvent(record.body);
     if (event.kind === 'ignored') return { record, arrivalMs: 0 };
-    return { record, arrivalMs: event.timeMs, ...(event.kind === 'launch' ? { launchOf: event.instanceId } : {}) };
+    return {
+      record,
+      arrivalMs: event.timeMs,
+      ...(event.kind === 'launch' ? { launchOf: event.instanceId } : {}),
+      ...(event.retry.tickets ? { tickets: event.retry.tickets } : {}),
+    };
   } catch {
     // The record handler reports a malformed body itself; here it only goes first.
     return { record, arrivalMs: 0 };

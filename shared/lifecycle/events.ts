@@ -21,6 +21,24 @@ export interface RetryMarker {
   readonly waitedS?: number;
   /** Why it was re-enqueued last, for logs. */
   readonly reason?: string;
+  /** EC2 rate-budget tokens reserved and not used yet: start times (ms) by action (rate-budget.ts). */
+  readonly tickets?: Readonly<Record<string, readonly number[]>>;
+}
+
+/** Most tickets one action may carry: a launch makes a few calls per ENI; anything more is not ours. */
+const MAX_TICKETS_PER_ACTION = 64;
+
+/** The marker's tickets if well-formed; a malformed set is dropped (the launch then reserves again). */
+function ticketsOf(raw: unknown): RetryMarker['tickets'] {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return undefined;
+  const entries = Object.entries(raw as Record<string, unknown>);
+  const valid = entries.every(
+    ([, v]) =>
+      Array.isArray(v) &&
+      v.length <= MAX_TICKETS_PER_ACTION &&
+      v.every((t) => typeof t === 'number' && Number.isFinite(t)),
+  );
+  return valid && entries.length > 0 ? (Object.fromEntries(entries) as Record<string, number[]>) : undefined;
 }
 
 interface EventBase {
@@ -89,12 +107,14 @@ export function parseLifecycleEvent(body: string): LifecycleEvent {
   const timeText = typeof raw['time'] === 'string' ? raw['time'] : '';
   const timeMs = Number.isNaN(Date.parse(timeText)) ? 0 : Date.parse(timeText);
   const marker = (vpcLease ?? {}) as Partial<RetryMarker>;
-  const retry: RetryMarker = {
+  let retry: RetryMarker = {
     attempt: typeof marker.attempt === 'number' ? marker.attempt : 0,
     heartbeatAtMs: typeof marker.heartbeatAtMs === 'number' ? marker.heartbeatAtMs : timeMs,
     ...(typeof marker.waitedS === 'number' ? { waitedS: marker.waitedS } : {}),
     ...(typeof marker.reason === 'string' ? { reason: marker.reason } : {}),
   };
+  const tickets = ticketsOf(marker.tickets);
+  if (tickets) retry = { ...retry, tickets };
   const base = {
     region: str(raw, 'region', 'event'),
     accountId: str(raw, 'account', 'event'),

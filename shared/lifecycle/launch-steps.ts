@@ -1,6 +1,7 @@
 import type { NodeRecord } from '../domain/node.js';
 import { type Ec2ApiError, isEc2Error } from '../ec2/errors.js';
 import type { Ec2Instance } from '../ec2/port.js';
+import { declareEc2Calls } from '../ec2/rate-budget.js';
 import { errorMessage, NodeNotFoundError } from '../errors.js';
 import { METRIC_NAMES } from '../metrics.js';
 import { abandonLaunch } from './abandon.js';
@@ -10,7 +11,7 @@ import type { LaunchEvent } from './events.js';
 import { completeLaunchAction } from './hookless.js';
 import { expectedLeases } from './pod-eni.js';
 import { applyChanges, type EniWriter } from './pod-eni-outcome.js';
-import { advancePodEnis } from './pod-eni-steps.js';
+import { advancePodEnis, podEniCallsAhead } from './pod-eni-steps.js';
 
 /**
  * The launch's use of the pod-ENI steps (pod-eni-steps.ts) on a PROVISIONING node: it never waits inside the
@@ -24,6 +25,8 @@ export async function advanceEnis(
   instance: Ec2Instance | undefined,
 ): Promise<StepOutcome> {
   const waitMs = deps.attachWaitMs ?? 0;
+  // Its remaining creates and attaches reserved at once: a launch deferred for tokens keeps its turn (rate-budget.ts).
+  declareEc2Calls(podEniCallsAhead(start.enis));
   const outcome = await advancePodEnis(deps, start, instance, {
     minLeases: deps.config.minLeases,
     write: readyOnceLeased(deps),

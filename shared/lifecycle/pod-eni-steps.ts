@@ -47,6 +47,17 @@ export async function advancePodEnis(
   return new PodEniSteps(deps, node.instanceId, instance, options).advance(node);
 }
 
+/**
+ * The creates and attaches the steps still have to make for `enis`, by action (the rate budget's keys): a
+ * create per PLANNED ENI, an attach per PLANNED or CREATED one. Not the DeleteOnTermination modify: it follows
+ * the attach, seconds after a ticket reserved now would start, and a ticket used late is given up
+ * (rate-budget.ts); its bucket refills as fast as Attach's, so it rarely waits.
+ */
+export function podEniCallsAhead(enis: readonly EniRecord[]): Record<string, number> {
+  const count = (steps: readonly EniStep[]) => enis.filter((e) => steps.includes(e.step)).length;
+  return { CreateNetworkInterface: count(['PLANNED']), AttachNetworkInterface: count(['PLANNED', 'CREATED']) };
+}
+
 class PodEniSteps {
   private readonly excludedSubnets = new Set<string>();
   private subnetCidrs: Map<string, string> | undefined;

@@ -1,4 +1,5 @@
 import { instanceArn } from '../domain/arn.js';
+import { heldEc2Tickets } from '../ec2/rate-budget.js';
 import { errorMessage } from '../errors.js';
 import { METRIC_NAMES } from '../metrics.js';
 import { abandonLaunch } from './abandon.js';
@@ -79,8 +80,15 @@ async function settle(deps: LifecycleDeps, event: ActionableEvent, outcome: Step
       return;
     }
   }
+  const tickets = heldEc2Tickets();
   await deps.requeue.requeue(
-    requeueBody(event, { attempt, heartbeatAtMs, waitedS: waitedS + charged, reason: outcome.reason }),
+    requeueBody(event, {
+      attempt,
+      heartbeatAtMs,
+      waitedS: waitedS + charged,
+      reason: outcome.reason,
+      ...(tickets ? { tickets } : {}),
+    }),
     delayS,
   );
   deps.metrics?.add(METRIC_NAMES.requeued, { Flow: event.kind });
@@ -89,8 +97,12 @@ async function settle(deps: LifecycleDeps, event: ActionableEvent, outcome: Step
 
 function delayFor(deps: LifecycleDeps, outcome: Extract<StepOutcome, { kind: 'wait' }>, attempt: number): number {
   const policy = deps.retry ?? DEFAULT_RETRY_POLICY;
-  // Capped like any back-off, so a deferred launch looks again (and heartbeats) at least that often.
-  if (outcome.afterS !== undefined) return Math.max(1, Math.min(policy.backoffMaxS, Math.ceil(outcome.afterS)));
+  // Back a second early, so its token's time falls inside the invocation's short wait (SQS delays are whole
+  // seconds); capped well under the hook's heartbeat timeout, so a launch far down the line still heartbeats.
+  if (outcome.afterS !== undefined) {
+    const capS = Math.max(policy.backoffMaxS, Math.floor(deps.config.heartbeatTimeoutS / 3));
+    return Math.max(1, Math.min(capS, Math.ceil(outcome.afterS) - 1));
+  }
   if (outcome.delay === 'attaching') return policy.attachingDelayS;
   const random = deps.random ?? Math.random;
   // "Equal jitter" (AWS Architecture Blog, "Exponential Backoff And Jitter"): spreads a storm's retries

@@ -88,6 +88,30 @@ describe('Function: parseLifecycleEvent', () => {
     expect(vpcLease).toEqual({ attempt: 3, heartbeatAtMs: 42 });
     expect(rest).toEqual(JSON.parse(body));
   });
+
+  it('carries EC2 tickets through a re-enqueue and drops a malformed set rather than trusting it', () => {
+    const e = parseLifecycleEvent(launchEventBody('i-0123456789abcdef0'));
+    if (e.kind !== 'launch') throw new Error('expected a launch');
+    const tickets = { AttachNetworkInterface: [1000, 2000], ModifyNetworkInterfaceAttribute: [500] };
+    expect(parseLifecycleEvent(requeueBody(e, { attempt: 1, heartbeatAtMs: 1, tickets }))).toMatchObject({
+      retry: { tickets },
+    });
+    const malformed = [
+      { AttachNetworkInterface: ['soon'] },
+      { AttachNetworkInterface: 5 },
+      { AttachNetworkInterface: Array.from({ length: 65 }, (_, i) => i) },
+      [1, 2],
+    ];
+    for (const bad of malformed) {
+      const body = JSON.stringify({
+        ...JSON.parse(launchEventBody('i-0123456789abcdef0')),
+        vpcLease: { attempt: 1, tickets: bad },
+      });
+      const parsed = parseLifecycleEvent(body);
+      expect(parsed).toMatchObject({ kind: 'launch', retry: { attempt: 1 } });
+      expect(parsed.kind === 'launch' && parsed.retry.tickets).toBeFalsy();
+    }
+  });
 });
 
 describe('Class: Metrics', () => {

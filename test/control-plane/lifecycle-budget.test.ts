@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Ec2Call } from '../../infra/local/ec2/simulator.js';
 import { ManualClock } from '../../shared/clock.js';
 import { BudgetedEc2 } from '../../shared/ec2/budgeted-ec2.js';
-import { MemoryRateBudgetStore, RateBudget } from '../../shared/ec2/rate-budget.js';
+import { MemoryRateBudgetStore, RateBudget, type RateBudgetStore } from '../../shared/ec2/rate-budget.js';
 import { createLifecycleBatchHandler } from '../../shared/lifecycle/batch-handler.js';
 import { createLifecycleRecordHandler } from '../../shared/lifecycle/record-handler.js';
 import { launchEventBody, sqsRecord } from './support/events.js';
@@ -67,11 +67,65 @@ describe('A launch deferred by the EC2 rate budget', () => {
     const id = h.launchInstance('m5.large');
     await createLifecycleRecordHandler(h.deps(undefined, { ec2: new BudgetedEc2(h.ec2, budget) }))(launchEventBody(id));
     const [requeued] = h.requeue.queued;
-    expect(requeued?.delayS).toBe(10);
+    // Back a second before its token, so the token's time falls inside the next invocation's short wait.
+    expect(requeued?.delayS).toBe(9);
     expect(JSON.parse(requeued!.body).vpcLease).toMatchObject({ attempt: 1, waitedS: 0 });
     expect(h.autoScaling.heartbeats.map((r) => r.instanceId)).toEqual([id]);
     expect(h.autoScaling.resultFor(id)).toEqual([]);
     expect(budget.stats.deferred).toBeGreaterThan(0);
+  });
+});
+
+describe('A launch holding EC2 tickets', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await Harness.start({ config: { minLeases: 4 } });
+  });
+  afterAll(() => h.close());
+
+  it('reserves its remaining calls at once, carries the unused tickets across re-enqueues and spends them at their turn', async () => {
+    const clock = new ManualClock(Date.now());
+    const inner = new MemoryRateBudgetStore();
+    const asked: string[] = [];
+    // Every store round trip by bucket key: a call served by a ticket makes none.
+    const store: RateBudgetStore = {
+      take: (key, count, rate, nowMs, latestMs) => {
+        asked.push(key);
+        return inner.take(key, count, rate, nowMs, latestMs);
+      },
+    };
+    // Attach: one token per 10 s and none in stock; every other bucket is roomy.
+    const slow = { bucket: 2, refillPerSecond: 0.1 };
+    await inner.take('AttachNetworkInterface', 2, slow, clock.nowMs(), clock.nowMs());
+    const t0 = clock.nowMs();
+    const budget = new RateBudget({
+      store,
+      clock,
+      rateOf: (key) => (key === 'AttachNetworkInterface' ? slow : { bucket: 100, refillPerSecond: 100 }),
+      sleep: async () => {},
+    });
+    const deps = h.deps(undefined, { ec2: new BudgetedEc2(h.ec2, budget), clock });
+    const handle = createLifecycleBatchHandler(deps, { budgetWaitMs: 500 });
+    const id = h.launchInstance('m5.large');
+    let body = launchEventBody(id);
+    const markers: { tickets?: Record<string, number[]>; delayS: number }[] = [];
+    for (let round = 0; round < 8 && h.autoScaling.resultFor(id).length === 0; round += 1) {
+      const before = h.requeue.queued.length;
+      await handle({ Records: [sqsRecord(`r${round}`, body)] });
+      const next = h.requeue.queued[before];
+      if (!next) break;
+      markers.push({ ...JSON.parse(next.body).vpcLease, delayS: next.delayS });
+      body = next.body;
+      clock.advance(next.delayS * 1000 + 1000);
+    }
+    expect(h.autoScaling.resultFor(id)).toEqual(['CONTINUE']);
+    // The first deferral carried both attach turns (10 s and 20 s ahead) and came back a second early.
+    expect(markers[0]).toMatchObject({ delayS: 9 });
+    expect(markers[0]!.tickets?.['AttachNetworkInterface']).toEqual([t0 + 10_000, t0 + 20_000]);
+    // Creates and attaches: reserved once (two ENIs), each spent from a ticket, none given up as late.
+    expect(budget.stats).toMatchObject({ reserved: 4, ticketsUsed: 4, ticketsExpired: 0 });
+    expect(asked.filter((k) => k === 'AttachNetworkInterface')).toHaveLength(1);
+    expect(asked.filter((k) => k === 'CreateNetworkInterface')).toHaveLength(1);
   });
 });
 

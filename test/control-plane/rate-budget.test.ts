@@ -9,6 +9,8 @@ import { DynamoRateBudgetStore } from '../../shared/ec2/dynamo-rate-budget.js';
 import { Ec2ApiError } from '../../shared/ec2/errors.js';
 import {
   type BucketRate,
+  declareEc2Calls,
+  heldEc2Tickets,
   MemoryRateBudgetStore,
   RateBudget,
   RateBudgetDeferral,
@@ -183,6 +185,154 @@ describe('Class: RateBudget', () => {
     const { budget } = simulated(broken, new ManualClock(T0));
     await expect(budget.acquire('Attach', 'AttachNetworkInterface')).resolves.toBe(T0);
     expect(budget.stats.failedOpen).toBe(1);
+  });
+});
+
+describe('RateBudget tickets: declared calls reserved at once, carried across a re-enqueue', () => {
+  /** One token per second, none in stock: each call has its own turn. */
+  const SLOW: BucketRate = { bucket: 1, refillPerSecond: 1 };
+  function budgetAt(clock: ManualClock, store: RateBudgetStore = new MemoryRateBudgetStore()) {
+    const slept: number[] = [];
+    // Sleeping moves no clock here: the start times say when each call would go.
+    const budget = new RateBudget({
+      store,
+      clock,
+      rateOf: () => SLOW,
+      // Only the invocation's bound decides whether a held ticket is slept for or deferred here.
+      ticketWaitMs: 0,
+      sleep: async (ms) => {
+        slept.push(ms);
+      },
+    });
+    return { budget, slept };
+  }
+  /** Runs `work` as one invocation of an event that arrived at `arrivalMs`, bound to `boundMs` of waiting. */
+  const invocation = <T>(
+    clock: ManualClock,
+    arrivalMs: number,
+    work: () => Promise<T>,
+    tickets?: Record<string, number[]>,
+    boundMs = 500,
+  ) => withEc2CallContext({ arrivalMs, deadlineMs: clock.nowMs() + boundMs, ...(tickets ? { tickets } : {}) }, work);
+
+  /**
+   * Launch A (arrived first) needs two Create calls, makes one, is deferred at the second and is away until
+   * its turn; launch B arrives meanwhile and may wait 1.5 s. Returns what each got.
+   */
+  async function twoLaunches(declare: boolean) {
+    const clock = new ManualClock(T0);
+    const store = new MemoryRateBudgetStore();
+    const { budget } = budgetAt(clock, store);
+    const create = (): Promise<number | RateBudgetDeferral> =>
+      budget.acquire('Create', 'CreateNetworkInterface').catch((e: unknown) => {
+        if (e instanceof RateBudgetDeferral) return e;
+        throw e;
+      });
+    let carried: Record<string, number[]> | undefined;
+    const a = await invocation(clock, T0 - 10, async () => {
+      if (declare) declareEc2Calls({ Create: 2 });
+      const first = await create();
+      const second = await create();
+      carried = heldEc2Tickets();
+      return [first, second];
+    });
+    const b = await invocation(clock, T0 - 5, create, undefined, 1500);
+    // A comes back when its deferral said, with what it carried.
+    clock.advance((a[1] as RateBudgetDeferral).retryAfterMs);
+    const takesBefore = store.takes;
+    const aAgain = await invocation(clock, T0 - 10, create, carried);
+    return { a, b, aAgain, carried, takesOnReturn: store.takes - takesBefore, budget };
+  }
+
+  it('keeps an early arrival its turn while it is away; a later arrival queues behind it', async () => {
+    const { a, b, aAgain, carried, takesOnReturn, budget } = await twoLaunches(true);
+    expect(a[0]).toBe(T0);
+    expect(a[1]).toMatchObject({ retryAfterMs: 1000 });
+    // The token A did not use yet travels with its event.
+    expect(carried).toEqual({ Create: [T0 + 1000] });
+    // B arrived later: its first token is after A's two, past its 1.5 s bound.
+    expect(b).toMatchObject({ retryAfterMs: 2000 });
+    // A's return uses its ticket at its turn, with no store round trip.
+    expect(aAgain).toBe(T0 + 1000);
+    expect(takesOnReturn).toBe(0);
+    expect(budget.stats).toMatchObject({ reserved: 2, ticketsUsed: 2 });
+  });
+
+  it('negative control: without the declaration the later arrival takes the turn the away launch needed', async () => {
+    const { a, b, aAgain, carried, takesOnReturn } = await twoLaunches(false);
+    expect(a[1]).toBeInstanceOf(RateBudgetDeferral);
+    expect(carried).toBeUndefined();
+    expect(b).toBe(T0 + 1000);
+    // A asks again on its return, finds its turn gone and is deferred a second time.
+    expect(aAgain).toBeInstanceOf(RateBudgetDeferral);
+    expect(takesOnReturn).toBeGreaterThan(0);
+  });
+
+  it('gives up a ticket used later than its grace and reserves again at the back of the line; a punctual one is used', async () => {
+    const clock = new ManualClock(T0);
+    const { budget } = budgetAt(clock);
+    // Someone else holds the bucket's next ten turns.
+    await invocation(clock, T0, async () => {
+      declareEc2Calls({ Create: 10 });
+      await budget.acquire('Create', 'CreateNetworkInterface');
+    });
+    // A ticket 5 s old (the grace is 5 intervals of 1 s: still usable) and one 6 s old (not).
+    clock.advance(6_000);
+    const punctual = await invocation(clock, T0, () => budget.acquire('Create', 'CreateNetworkInterface'), {
+      Create: [clock.nowMs() - 5_000],
+    });
+    expect(punctual).toBe(clock.nowMs() - 5_000);
+    const late = await invocation(
+      clock,
+      T0,
+      () => budget.acquire('Create', 'CreateNetworkInterface').catch((e: unknown) => e),
+      { Create: [clock.nowMs() - 6_000] },
+    );
+    // Its new turn is after the other holder's ten (T0 … T0+9 s), deferred past the 500 ms bound.
+    expect(late).toBeInstanceOf(RateBudgetDeferral);
+    expect(late).toMatchObject({ retryAfterMs: T0 + 10_000 - clock.nowMs() });
+    expect(budget.stats).toMatchObject({ ticketsExpired: 1, ticketsUsed: 2 });
+  });
+
+  it('sleeps for a held ticket past the invocation bound when it is within ticketWaitMs', async () => {
+    const clock = new ManualClock(T0);
+    const slept: number[] = [];
+    const budget = new RateBudget({
+      store: new MemoryRateBudgetStore(),
+      clock,
+      rateOf: () => SLOW,
+      ticketWaitMs: 3_000,
+      sleep: async (ms) => {
+        slept.push(ms);
+      },
+    });
+    const take = (ticketMs: number) =>
+      invocation(clock, T0, () => budget.acquire('Create', 'CreateNetworkInterface').catch((e: unknown) => e), {
+        Create: [ticketMs],
+      });
+    expect(await take(T0 + 2_500)).toBe(T0 + 2_500);
+    expect(await take(T0 + 3_500)).toBeInstanceOf(RateBudgetDeferral);
+    expect(slept).toEqual([2_500]);
+  });
+
+  it('sleeps until a ticket it may use within its bound, and reserves declared keys only once', async () => {
+    const clock = new ManualClock(T0);
+    const { budget, slept } = budgetAt(clock);
+    await invocation(clock, T0, async () => {
+      declareEc2Calls({ Create: 1, Attach: 1 });
+      await budget.acquire('Create', 'CreateNetworkInterface');
+      // Declaring again what it already holds reserves nothing more.
+      declareEc2Calls({ Attach: 1 });
+      expect(heldEc2Tickets()).toEqual({ Attach: [T0] });
+      await budget.acquire('Attach', 'AttachNetworkInterface');
+    });
+    expect(budget.stats).toMatchObject({ reserved: 2, ticketsUsed: 2 });
+    // A ticket 400 ms ahead, inside the 500 ms bound: slept, not deferred.
+    const later = await invocation(clock, T0, () => budget.acquire('Create', 'CreateNetworkInterface'), {
+      Create: [T0 + 400],
+    });
+    expect(later).toBe(T0 + 400);
+    expect(slept).toEqual([400]);
   });
 });
 
