@@ -1,5 +1,8 @@
 import type { Ec2Instance, Ec2Port } from './port.js';
 
+/** Each record's view → the container's port behind it (see `containerPortOf`). */
+const innerOf = new WeakMap<Ec2Port, Ec2Port>();
+
 /**
  * One record's view of the EC2 port with its instance already described (by the batch's single
  * DescribeInstances): the first `describeInstance` of that instance is answered from it, as long as it comes
@@ -7,7 +10,7 @@ import type { Ec2Instance, Ec2Port } from './port.js';
  */
 export function withPrefetchedInstance(inner: Ec2Port, instanceId: string, instance: Ec2Instance | undefined): Ec2Port {
   let fresh = true;
-  return new Proxy(inner, {
+  const view = new Proxy(inner, {
     get(target, property) {
       const value = Reflect.get(target, property, target) as unknown;
       if (typeof value !== 'function') return value;
@@ -26,4 +29,14 @@ export function withPrefetchedInstance(inner: Ec2Port, instanceId: string, insta
       };
     },
   });
+  innerOf.set(view, containerPortOf(inner));
+  return view;
+}
+
+/**
+ * The port a record's view wraps, or the port itself: what a cache meant to last for the container's life
+ * must be keyed on, since every record gets a new view (keyed on the view, it would miss on every record).
+ */
+export function containerPortOf(ec2: Ec2Port): Ec2Port {
+  return innerOf.get(ec2) ?? ec2;
 }

@@ -29,7 +29,10 @@ import { checkArn, checkHolder, checkHolderRef, checkIp, checkNewLeases, checkNo
 export interface DynamoLeaseStoreOptions {
   readonly api: DynamoApi;
   readonly tableName: string;
-  /** Concurrent conditional PutItems in putLeases. Default 8. */
+  /**
+   * Concurrent conditional PutItems in putLeases. Default 16: a launch's pool (16 leases with the default
+   * watermarks) goes out in one round trip instead of two.
+   */
   readonly putConcurrency?: number;
   /** Rounds of BatchWriteItem retries for unprocessed deletes before giving up. Default 8. */
   readonly batchRetries?: number;
@@ -67,7 +70,7 @@ export class DynamoLeaseStore implements LeaseStore {
   constructor(options: DynamoLeaseStoreOptions) {
     this.api = options.api;
     this.table = options.tableName;
-    this.putConcurrency = Math.max(1, options.putConcurrency ?? 8);
+    this.putConcurrency = Math.max(1, options.putConcurrency ?? 16);
     this.onIllFormed = options.onIllFormedItem ?? (() => {});
     this.t = new LeaseTable({
       api: options.api,

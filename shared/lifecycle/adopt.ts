@@ -1,12 +1,16 @@
+import { instanceArn } from '../domain/arn.js';
 import { ADDRESSES_PER_PREFIX, type InstanceLimits } from '../domain/limits.js';
 import type { EniRecord, NodeRecord } from '../domain/node.js';
 import type { Ec2Eni, Ec2Instance, Ec2Port } from '../ec2/port.js';
+import { containerPortOf } from '../ec2/prefetched-ec2.js';
 import { ENI_TAGS, eniClientToken, LAUNCH_TEMPLATE_OWNER } from '../ec2/tags.js';
+import { VersionConflictError } from '../errors.js';
 import { maxPodsFor } from '../planner/max-pods.js';
 import { abandonLaunch } from './abandon.js';
 import { type LifecycleDeps, type StepOutcome, wait } from './deps.js';
 import type { LaunchEvent } from './events.js';
 import { advanceEnis } from './launch-steps.js';
+import { pendingNodeRecord } from './pending-node.js';
 
 /** A pod ENI from the launch template that is not adopted, and why. */
 export interface AdoptionRefusal {
@@ -29,11 +33,15 @@ const subnetCidrs = new WeakMap<Ec2Port, Map<string, Promise<string | undefined>
  * plans around them. A template ENI that fails verification is a configuration error every node of the
  * group repeats, so the launch ABANDONs with `config:` and the reasons instead of spending create/attach calls
  * beside an ENI it cannot use; one still attaching waits.
+ *
+ * With no node item yet (`node` undefined, a launch's first look), the item is created already PROVISIONING:
+ * one write instead of a PENDING item rewritten at once. A racing duplicate that created it first makes this
+ * one wait and resume from what that one recorded.
  */
 export async function adoptTemplateEnis(
   deps: LifecycleDeps,
   event: LaunchEvent,
-  node: NodeRecord,
+  node: NodeRecord | undefined,
   instance: Ec2Instance,
   limits: InstanceLimits,
 ): Promise<StepOutcome | undefined> {
@@ -53,20 +61,23 @@ export async function adoptTemplateEnis(
     });
   if (ours.length === 0) return undefined;
 
+  const refuse = async (reason: string): Promise<StepOutcome> => {
+    // Without an item yet, the pending one is written first, so the FAILED item keeps the type and zone.
+    const fresh = node ? undefined : pendingNodeRecord(deps, event, instanceArnOf(event), instance, limits);
+    const stored = node ?? (fresh && (await deps.store.createNode(fresh)) ? fresh : undefined);
+    return abandonLaunch(deps, event, stored, reason);
+  };
   if (ours.some((e) => e.attachment?.status === 'attaching'))
     return wait('launch-template ENIs still attaching', 'attaching');
   const refusals = ours.flatMap((e) => verify(e, instance, deps.config.prefixDelegation));
   if (refusals.length > 0) {
     const reasons = refusals.map((r) => `${r.eniId} (device ${r.deviceIndex}): ${r.reason}`).join('; ');
-    return abandonLaunch(deps, event, node, `config: launch-template pod ENIs not adopted: ${reasons}`);
+    return refuse(`config: launch-template pod ENIs not adopted: ${reasons}`);
   }
   const leaseCap = deps.config.maxPods;
   const addresses = ours.reduce((n, e) => n + e.secondaryIps.length + e.prefixes.length * ADDRESSES_PER_PREFIX, 0);
   if (Math.min(addresses, leaseCap) < deps.config.minLeases)
-    return abandonLaunch(
-      deps,
-      event,
-      node,
+    return refuse(
       `config: the launch template's pod ENIs carry ${addresses} addresses, below minLeases ${deps.config.minLeases}`,
     );
 
@@ -76,20 +87,26 @@ export async function adoptTemplateEnis(
   const enis = ours
     .map((e) => adoptedRecord(instance.instanceId, e, cidrs.get(e.subnetId)))
     .sort((a, b) => a.deviceIndex - b.deviceIndex);
-  const saved = await deps.store.updateNode(
-    {
-      ...node,
-      phase: 'PROVISIONING',
-      enis,
-      maxPods: maxPodsFor(limits, { prefixDelegation: deps.config.prefixDelegation, capPods: leaseCap }),
-      podSubnetIds: [...new Set(enis.map((e) => e.subnetId))],
-      updatedAtMs: deps.clock.nowMs(),
-    },
-    node.version,
-  );
+  const adopted: NodeRecord = {
+    ...(node ?? pendingNodeRecord(deps, event, instanceArnOf(event), instance, limits)),
+    phase: 'PROVISIONING',
+    enis,
+    maxPods: maxPodsFor(limits, { prefixDelegation: deps.config.prefixDelegation, capPods: leaseCap }),
+    podSubnetIds: [...new Set(enis.map((e) => e.subnetId))],
+    updatedAtMs: deps.clock.nowMs(),
+  };
+  const saved = node ? await deps.store.updateNode(adopted, node.version) : await createAdopted(deps, adopted);
   log.info('launch-template pod ENIs adopted', { enis: enis.map((e) => ({ eniId: e.eniId, d: e.deviceIndex })) });
   return advanceEnis(deps, event, saved, instance);
 }
+
+/** The first write of the node item; losing it to a concurrent invocation is a version conflict (runLaunch waits). */
+async function createAdopted(deps: LifecycleDeps, adopted: NodeRecord): Promise<NodeRecord> {
+  if (await deps.store.createNode(adopted)) return adopted;
+  throw new VersionConflictError(adopted.instanceArn, 0);
+}
+
+const instanceArnOf = (e: LaunchEvent): string => instanceArn(e.region, e.accountId, e.instanceId, e.partition);
 
 function isTemplateEni(eni: Ec2Eni, clusterName: string): boolean {
   return eni.tags[ENI_TAGS.cluster] === clusterName && eni.tags[ENI_TAGS.owner] === LAUNCH_TEMPLATE_OWNER;
@@ -136,10 +153,10 @@ function adoptedRecord(instanceId: string, e: Ec2Eni, subnetCidr: string | undef
 }
 
 async function cidrsOf(ec2: Ec2Port, subnetIds: readonly string[]): Promise<Map<string, string>> {
-  let cache = subnetCidrs.get(ec2);
+  let cache = subnetCidrs.get(containerPortOf(ec2));
   if (!cache) {
     cache = new Map();
-    subnetCidrs.set(ec2, cache);
+    subnetCidrs.set(containerPortOf(ec2), cache);
   }
   const known = cache;
   const missing = subnetIds.filter((id) => !known.has(id));

@@ -10,6 +10,7 @@ import { done, type LifecycleDeps, type StepOutcome, wait } from './deps.js';
 import type { LaunchEvent } from './events.js';
 import { completeLaunchAction } from './hookless.js';
 import { expectedLeases } from './pod-eni.js';
+import { applyChanges, type EniWriter } from './pod-eni-outcome.js';
 import { advancePodEnis, podEniCallsAhead } from './pod-eni-steps.js';
 
 /**
@@ -28,6 +29,7 @@ export async function advanceEnis(
   declareEc2Calls(podEniCallsAhead(start.enis));
   const outcome = await advancePodEnis(deps, start, instance, {
     minLeases: deps.config.minLeases,
+    write: readyOnceLeased(deps),
     // One look right after attaching, one more after waitMs (the steps' poll interval is the pool's).
     ...(waitMs > 0 ? { attachPolls: 2, sleep: () => new Promise<void>((r) => setTimeout(r, waitMs)) } : {}),
   });
@@ -69,11 +71,28 @@ export async function noteBlocked(deps: LifecycleDeps, node: NodeRecord | undefi
   }
 }
 
+/**
+ * The launch's node writer: the write that records the last ENI LEASED also makes the node READY (and clears
+ * what it waited on), so a launch ends with one node write instead of two; nothing happens between them.
+ */
+function readyOnceLeased(deps: LifecycleDeps): EniWriter {
+  return (node, changed) => {
+    const enis = applyChanges(node.enis, changed);
+    const { failureReason: _waitedOn, ...rest } = node;
+    const ready = enis.length > 0 && enis.every((e) => e.step === 'LEASED');
+    const next: NodeRecord = ready ? { ...rest, phase: 'READY', enis } : { ...node, enis };
+    return deps.store.updateNode({ ...next, updatedAtMs: deps.clock.nowMs() }, node.version);
+  };
+}
+
 async function complete(deps: LifecycleDeps, event: LaunchEvent, node: NodeRecord): Promise<StepOutcome> {
   const pending = node.enis.filter((e) => e.step !== 'LEASED');
   if (pending.length > 0) return wait(`ENIs not leased yet: ${pending.map((e) => e.deviceIndex).join(', ')}`);
   const { failureReason: _waitedOn, ...rest } = node;
-  const ready = await deps.store.updateNode({ ...rest, phase: 'READY', updatedAtMs: deps.clock.nowMs() }, node.version);
+  const ready =
+    node.phase === 'READY'
+      ? node
+      : await deps.store.updateNode({ ...rest, phase: 'READY', updatedAtMs: deps.clock.nowMs() }, node.version);
   deps.metrics?.add(METRIC_NAMES.launchCompleted, {});
   const outcome = await completeLaunchAction(deps, event.lifecycle, 'CONTINUE');
   const leases = expectedLeases(ready, deps.config.maxPods).length;

@@ -12,14 +12,9 @@ import { adoptTemplateEnis } from './adopt.js';
 import { budgetWait } from './budget-wait.js';
 import { done, type LifecycleDeps, type StepOutcome, wait } from './deps.js';
 import type { LaunchEvent } from './events.js';
-import {
-  clusterTagKey,
-  completeLaunchAction,
-  deferToAnotherEvent,
-  isTaggedForCluster,
-  lifecycleRecordOf,
-} from './hookless.js';
+import { clusterTagKey, completeLaunchAction, deferToAnotherEvent, isTaggedForCluster } from './hookless.js';
 import { accountReason, advanceEnis, noteBlocked } from './launch-steps.js';
+import { pendingNodeRecord } from './pending-node.js';
 import { candidateSubnets } from './subnets.js';
 
 const GONE_STATES = new Set(['shutting-down', 'terminated', 'stopping', 'stopped']);
@@ -56,6 +51,9 @@ export async function runLaunch(deps: LifecycleDeps, event: LaunchEvent): Promis
     const limits = await deps.ec2.describeInstanceLimits(instance.instanceType);
 
     if (!node) {
+      // Template ENIs: the node item is first written already PROVISIONING (adopt.ts), not PENDING and then again.
+      const adopted = await adoptTemplateEnis(deps, event, undefined, instance, limits);
+      if (adopted) return adopted;
       node = await createPendingNode(deps, event, arn, instance, limits);
       const again = await settledLaunch(deps, event, node);
       if (again) return again;
@@ -119,23 +117,9 @@ async function createPendingNode(
   instance: Ec2Instance,
   limits: InstanceLimits,
 ): Promise<NodeRecord> {
-  const nowMs = deps.clock.nowMs();
-  const fresh: NodeRecord = {
-    instanceArn: arn,
-    instanceId: instance.instanceId,
-    instanceType: instance.instanceType,
-    availabilityZone: instance.availabilityZone,
-    ...lifecycleRecordOf(event.lifecycle),
-    limits,
-    podSubnetIds: [],
-    phase: 'PENDING',
-    enis: [],
-    maxPods: 0,
-    createdAtMs: nowMs,
-    updatedAtMs: nowMs,
-    version: 1,
-  };
-  if (await deps.store.createNode(fresh)) return (await deps.store.getNode(arn)) ?? fresh;
+  const fresh = pendingNodeRecord(deps, event, arn, instance, limits);
+  // What was written is what a read would return: no read-back.
+  if (await deps.store.createNode(fresh)) return fresh;
   // A duplicate event created it first: carry on from whatever it recorded.
   const existing = await deps.store.getNode(arn);
   if (!existing) throw new VersionConflictError(arn, 0);

@@ -37,6 +37,14 @@ export interface ControlPlaneCloudOptions {
   readonly bigSubnets?: boolean;
   /** The account's shared EC2 rate budget in front of EC2 (default on, as deployed). */
   readonly ec2Budget?: boolean;
+  /** Real ms a record may sleep for budget tokens (the batch handler's budgetWaitMs; default its own 4 s). */
+  readonly budgetWaitMs?: number;
+  /**
+   * The Lambdas' DynamoDB requests go to dynalite through the counting proxy only, not also through the IAM
+   * endpoint (default false). For runs without node traffic: the endpoint passes control-plane keys through
+   * unevaluated, so it only adds an HTTP hop (CPU on the one core everything shares) that AWS does not have.
+   */
+  readonly dynamoWithoutIam?: boolean;
 }
 
 /** How each lifecycle action ended, from the Auto Scaling side. */
@@ -104,7 +112,8 @@ export class ControlPlaneCloud {
     };
     this.deps = containerDeps();
     this.containers.push(this.deps);
-    const idle = [createLifecycleBatchHandler(this.deps)];
+    const batchOptions = options.budgetWaitMs !== undefined ? { budgetWaitMs: options.budgetWaitMs } : {};
+    const idle = [createLifecycleBatchHandler(this.deps, batchOptions)];
     const handler = async (event: SQSEvent) => {
       this.inFlight += 1;
       this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
@@ -114,7 +123,7 @@ export class ControlPlaneCloud {
       if (!plain) {
         const deps = containerDeps();
         this.containers.push(deps);
-        plain = createLifecycleBatchHandler(deps);
+        plain = createLifecycleBatchHandler(deps, batchOptions);
       }
       try {
         if (!options.wrapDeps) return await plain(event);
@@ -165,10 +174,13 @@ export class ControlPlaneCloud {
     });
     let dynamo: RequestCounter | undefined;
     try {
-      dynamo = await startRequestCounter(cloud.endpoints.dynamodb, {
-        capacity: true,
-        ...(options.random ? { random: options.random } : {}),
-      });
+      dynamo = await startRequestCounter(
+        options.dynamoWithoutIam ? cloud.endpoints.dynamodbDirect : cloud.endpoints.dynamodb,
+        {
+          capacity: true,
+          ...(options.random ? { random: options.random } : {}),
+        },
+      );
       const c = new ControlPlaneCloud(cloud, dynamo, outcomes, options);
       c.subnetIds = [...(cloud.network?.subnetIds ?? [])];
       if (options.bigSubnets) {

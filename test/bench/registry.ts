@@ -12,6 +12,8 @@ export interface BenchFlags {
   readonly seed: number;
   /** scale: pod ENIs from the launch template, adopted by the Lambda (issue 17). */
   readonly adopt?: boolean;
+  /** scale: only prefix delegation (true) or only secondary addresses (false); both when absent. */
+  readonly prefixDelegation?: boolean | undefined;
 }
 
 export type Benchmark = (flags: BenchFlags) => Promise<Record<string, unknown>>;
@@ -28,9 +30,13 @@ export const BENCHMARKS: Readonly<Record<string, Benchmark>> = {
       maxConcurrency: f.concurrency ?? 20,
       seed: f.seed,
       adopt: f.adopt === true,
+      // No node signs a request in this bench: the IAM endpoint would only add a hop on the shared core.
+      dynamoWithoutIam: true,
     };
-    const secondary = await runScaleBench({ ...base, prefixDelegation: false });
-    const prefixes = await runScaleBench({ ...base, prefixDelegation: true });
+    const secondary =
+      f.prefixDelegation !== true ? await runScaleBench({ ...base, prefixDelegation: false }) : undefined;
+    const prefixes =
+      f.prefixDelegation !== false ? await runScaleBench({ ...base, prefixDelegation: true }) : undefined;
     return { secondaryAddresses: secondary, prefixDelegation: prefixes };
   },
   cost: (f) => runCostBench({ nodes: 20, pods: 200, seed: f.seed }),

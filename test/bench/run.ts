@@ -2,7 +2,8 @@
  * `npm run bench` runs every benchmark; `npm run bench -- NAME…` runs some (cni, churn, scale, cost).
  * Each prints ONE JSON line: `{"bench": NAME, …figures, "machine": {…}}`. Flags: `--rounds N` (cni),
  * `--seconds N` (churn), `--instances N` or `--large` (scale: 1000 instances), `--adopt` (scale: pod ENIs
- * from the launch template, adopted), `--time-scale X` and
+ * from the launch template, adopted), `--prefix-delegation` / `--no-prefix-delegation` (scale: that mode only;
+ * default both), `--time-scale X` and
  * `--concurrency N` (scale: simulator pace, Lambda MaximumConcurrency), `--seed N`.
  * Never part of `npm test`: these are figures, not pass/fail — nothing here asserts a wall-clock limit.
  */
@@ -20,8 +21,10 @@ const { values, positionals } = parseArgs({
     concurrency: { type: 'string' },
     large: { type: 'boolean', default: false },
     adopt: { type: 'boolean', default: false },
+    'prefix-delegation': { type: 'boolean' },
     seed: { type: 'string' },
   },
+  allowNegative: true,
 });
 
 const flags: BenchFlags = {
@@ -32,6 +35,7 @@ const flags: BenchFlags = {
   concurrency: values.concurrency ? Number(values.concurrency) : undefined,
   seed: values.seed ? Number(values.seed) : 1,
   adopt: values.adopt,
+  prefixDelegation: values['prefix-delegation'],
 };
 
 const names = positionals.length > 0 ? positionals : Object.keys(BENCHMARKS);

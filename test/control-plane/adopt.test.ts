@@ -1,12 +1,17 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { LaunchInterfaceSpec } from '../../infra/local/ports.js';
+import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { MUTATING_ACTIONS } from '../../shared/ec2/port.js';
 import { launchTemplateEniTags } from '../../shared/ec2/tags.js';
 import { formatViolations } from '../../shared/invariants/checker.js';
+import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
+import { createLifecycleBatchHandler } from '../../shared/lifecycle/batch-handler.js';
 import { createLifecycleRecordHandler } from '../../shared/lifecycle/record-handler.js';
 import { planTemplateEnis } from '../../shared/planner/template-plan.js';
-import { launchEventBody } from './support/events.js';
-import { Harness, type HarnessOptions } from './support/harness.js';
+import { CountingApi } from '../lease-store/counting-api.js';
+import { launchEventBody, sqsRecord } from './support/events.js';
+import { CREDENTIALS, Harness, type HarnessOptions, REGION } from './support/harness.js';
 import { limitsOf } from './support/limits.js';
 
 /** The pod ENIs the construct would put in the node group's launch template, for this harness's config. */
@@ -100,6 +105,67 @@ describe('Function: adoptTemplateEnis (launch-template adoption, EC2 simulator +
     expect(simCalls(h)).toEqual({ mutating: {}, describe: { DescribeInstances: 1, DescribeNetworkInterfaces: 1 } });
   });
 
+  it('writes the node item twice and each lease once per adopted node: no PENDING item, READY with the leases', async () => {
+    await start();
+    const id = launchFromTemplate(h, 'm5.large', templateEnis(h, 'm5.large'));
+    // The lease store over a DynamoDB client that counts each request by operation.
+    const api = new CountingApi(
+      new SdkDynamoApi(new DynamoDBClient({ region: REGION, endpoint: h.dynamo.endpoint, credentials: CREDENTIALS })),
+    );
+    const store = new DynamoLeaseStore({ api, tableName: h.config.tableName });
+
+    await createLifecycleRecordHandler(h.deps(undefined, { store }))(launchEventBody(id));
+
+    const node = await h.store.getNode(h.instanceArnOf(id));
+    expect(node?.phase).toBe('READY');
+    expect(node?.enis.every((e) => e.step === 'LEASED')).toBe(true);
+    expect(await h.store.listLeases(h.instanceArnOf(id))).toHaveLength(16);
+    // One read (is there a node item?), the item created PROVISIONING, 16 conditional lease puts, READY.
+    expect(api.calls.length).toBe(1 + 1 + 16 + 1);
+    expect([api.count('GetItem'), api.count('PutItem')]).toEqual([1, 1 + 16 + 1]);
+    expect(h.autoScaling.resultFor(id)).toEqual(['CONTINUE']);
+  });
+
+  it("adopts once when a duplicate event races the first: the loser of the item's creation waits, then finds it READY", async () => {
+    await start();
+    const id = launchFromTemplate(h, 'm5.large', templateEnis(h, 'm5.large'));
+    const body = launchEventBody(id);
+
+    // Both read "no node item", both describe the ENIs, both try to create the item: one write wins.
+    await Promise.all([createLifecycleRecordHandler(h.deps())(body), createLifecycleRecordHandler(h.deps())(body)]);
+    expect(h.requeue.queued.map((q) => JSON.parse(q.body).vpcLease.reason)).toEqual([
+      'node item changed by a concurrent invocation',
+    ]);
+    for (const requeued of [...h.requeue.queued]) await h.drive(requeued.body);
+
+    const node = await h.store.getNode(h.instanceArnOf(id));
+    expect(node?.phase).toBe('READY');
+    expect(node?.version).toBe(2); // created PROVISIONING, then READY: nobody wrote over the winner
+    expect(await h.store.listLeases(h.instanceArnOf(id))).toHaveLength(16);
+    expect(h.autoScaling.resultFor(id)).toEqual(['CONTINUE']);
+    expect(formatViolations(await h.check())).toBe('');
+  });
+
+  it("keeps the subnet CIDR for the container's life through the batch handler, which wraps EC2 per record", async () => {
+    await start();
+    const [first, second] = [0, 1].map(() => launchFromTemplate(h, 'm5.large', templateEnis(h, 'm5.large')));
+    h.sim.admin.resetCounts();
+
+    // Two invocations of one container: each record sees EC2 through its own prefetching view.
+    const handle = createLifecycleBatchHandler(h.deps());
+    await handle({ Records: [sqsRecord('m1', launchEventBody(first!))] });
+    await handle({ Records: [sqsRecord('m2', launchEventBody(second!))] });
+
+    for (const id of [first!, second!]) expect(h.autoScaling.resultFor(id)).toEqual(['CONTINUE']);
+    // Per node: one DescribeInstances (the batch's) and one DescribeNetworkInterfaces; the subnet once.
+    expect(simCalls(h).describe).toEqual({
+      DescribeInstances: 2,
+      DescribeInstanceTypes: 1,
+      DescribeNetworkInterfaces: 2,
+      DescribeSubnets: 1,
+    });
+  });
+
   it('adopts /28 prefixes in prefix-delegation mode, one lease per address up to the cap', async () => {
     await start({ config: { prefixDelegation: true } });
     const enis = templateEnis(h, 'm5.large');
@@ -126,6 +192,8 @@ describe('Function: adoptTemplateEnis (launch-template adoption, EC2 simulator +
     expect(node?.failureReason).toMatch(
       /^config: launch-template pod ENIs not adopted: eni-\w+ \(device 1\): DeleteOnTermination is off/,
     );
+    // Refused before any item existed, yet the FAILED item says what the instance was.
+    expect([node?.instanceType, node?.availabilityZone]).toEqual(['m5.large', 'us-east-1a']);
     expect(h.autoScaling.resultFor(id)).toEqual(['ABANDON']);
     expect(await h.store.listLeases(h.instanceArnOf(id))).toEqual([]);
     expect(simCalls(h).mutating).toEqual({});
@@ -167,7 +235,8 @@ describe('Function: adoptTemplateEnis (launch-template adoption, EC2 simulator +
     await createLifecycleRecordHandler(lagging)(launchEventBody(id));
     expect(h.requeue.queued).toHaveLength(1);
     expect(simCalls(h).mutating).toEqual({});
-    expect((await h.store.getNode(h.instanceArnOf(id)))?.phase).toBe('PENDING');
+    // Nothing written either: the node item is first written once the ENIs are adopted.
+    expect(await h.store.getNode(h.instanceArnOf(id))).toBeUndefined();
     await h.drive(h.requeue.queued[0]!.body);
     expect((await h.store.getNode(h.instanceArnOf(id)))?.phase).toBe('READY');
     expect(simCalls(h).mutating).toEqual({});

@@ -50,6 +50,24 @@ describe('Class: DynamoLeaseStore', () => {
       expect(api.calls).toEqual(['UpdateItem', 'UpdateItem']);
     });
 
+    it("puts a launch's 16 leases as 16 conditional PutItems all in flight at once (one round trip)", async () => {
+      let inFlight = 0;
+      let most = 0;
+      api.overrides.putItem = async (input, real) => {
+        inFlight += 1;
+        most = Math.max(most, inFlight);
+        try {
+          return await real(input);
+        } finally {
+          inFlight -= 1;
+        }
+      };
+      await store.putLeases(newLeases(arn, 16), NOW_MS);
+      expect(api.calls).toEqual(Array(16).fill('PutItem'));
+      expect(most).toBe(16);
+      expect(await store.listLeases(arn)).toHaveLength(16);
+    });
+
     it('never scans on a node path', async () => {
       await store.putLeases(newLeases(arn, 5), NOW_MS);
       const lease = await store.claim(arn, holder(1), NOW_MS);
