@@ -153,9 +153,9 @@ export interface RateBudgetOptions {
   /** How long a call sleeps for a ticket it holds, whatever the invocation's bound (default 4 s). */
   readonly ticketWaitMs?: number;
   /**
-   * How late a ticket may still be used, in the bucket's refill intervals (default 5: 1 s at 5/s): within the
-   * part of each burst the budget keeps back (a fifth of Attach's 50), so a little lateness never overdraws
-   * EC2's bucket; in tokens, so a local cloud's faster refill shortens it alike.
+   * How late a ticket may still be used, in the bucket's refill intervals (default 10: 2 s at 5/s): the part
+   * of Attach's burst the budget keeps back (a fifth of 50), so a little lateness never overdraws EC2's
+   * bucket; in tokens, so a local cloud's faster refill shortens it alike.
    */
   readonly ticketGraceTokens?: number;
 }
@@ -192,6 +192,8 @@ export class RateBudget {
     reserved: 0,
     ticketsUsed: 0,
     ticketsExpired: 0,
+    /** The latest a ticket was used after its time (ms): how far the re-enqueued launches came back late. */
+    ticketLateMsMax: 0,
   };
 
   constructor(private readonly options: RateBudgetOptions) {}
@@ -206,7 +208,7 @@ export class RateBudget {
     const context = state?.context;
     if (state?.declared?.[key] !== undefined) await this.reserveDeclared(state);
     else if (state?.reserving) await state.reserving;
-    if (state) await this.replaceLateTickets(state, key);
+    if (state) this.dropLateTickets(state, key);
     const nowMs = clock.nowMs();
     const latestStartMs = context?.deadlineMs ?? nowMs + (this.options.maxWaitMs ?? 10_000);
     const ticket = state?.tickets.get(key)?.shift();
@@ -219,6 +221,7 @@ export class RateBudget {
         throw new RateBudgetDeferral(action, ticket - nowMs);
       }
       this.stats.ticketsUsed += 1;
+      this.stats.ticketLateMsMax = Math.max(this.stats.ticketLateMsMax, nowMs - ticket);
       await this.sleepUntil(ticket);
       return ticket;
     }
@@ -247,20 +250,19 @@ export class RateBudget {
   /**
    * A ticket used well after its time is not safe to use: the bucket it was counted against refilled to full
    * meanwhile and the surplus was lost, so late tickets sent together with punctual ones overdraw EC2's bucket
-   * (measured: 668 RequestLimitExceeded at 1,000 nodes). Tickets more than the grace late are given up and
-   * reserved again at the back of the line.
+   * (measured: 668 RequestLimitExceeded at 1,000 nodes). Tickets more than the grace late are dropped; the call
+   * then asks like any other, and the launch reserves again on its next pickup. (Reserving again at once, at
+   * the back, let repeatedly late launches push the buckets' time ever further ahead: a 1,000-node run stalled.)
    */
-  private async replaceLateTickets(state: CallState, key: string): Promise<void> {
+  private dropLateTickets(state: CallState, key: string): void {
     const held = state.tickets.get(key);
     if (!held?.length) return;
-    const graceMs = (this.options.ticketGraceTokens ?? 5) * intervalMs(this.options.rateOf(key));
+    const graceMs = (this.options.ticketGraceTokens ?? 10) * intervalMs(this.options.rateOf(key));
     const oldestUsableMs = this.options.clock.nowMs() - graceMs;
     const late = held.filter((t) => t < oldestUsableMs).length;
     if (late === 0) return;
     held.splice(0, late);
     this.stats.ticketsExpired += late;
-    state.declared = { ...state.declared, [key]: late };
-    await this.reserveDeclared(state);
   }
 
   private queueTaker(key: string, taker: Omit<Taker, 'seq' | 'resolve'>): Promise<number | 'short' | 'failed'> {

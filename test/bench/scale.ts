@@ -271,6 +271,9 @@ function budgetStats(containers: readonly LifecycleDeps[]): Record<string, numbe
   const budgets = containers.flatMap((d) => (d.ec2 instanceof BudgetedEc2 ? [d.ec2.budget.stats] : []));
   if (budgets.length === 0) return 'off';
   const sum: Record<string, number> = {};
-  for (const stats of budgets) for (const [k, v] of Object.entries(stats)) sum[k] = (sum[k] ?? 0) + v;
+  // Counts add up across containers; a maximum (`…Max`) is the largest of them.
+  for (const stats of budgets)
+    for (const [k, v] of Object.entries(stats))
+      sum[k] = k.endsWith('Max') ? Math.max(sum[k] ?? 0, v) : (sum[k] ?? 0) + v;
   return sum;
 }

@@ -67,8 +67,8 @@ describe('A launch deferred by the EC2 rate budget', () => {
     const id = h.launchInstance('m5.large');
     await createLifecycleRecordHandler(h.deps(undefined, { ec2: new BudgetedEc2(h.ec2, budget) }))(launchEventBody(id));
     const [requeued] = h.requeue.queued;
-    // Back a second before its token, so the token's time falls inside the next invocation's short wait.
-    expect(requeued?.delayS).toBe(9);
+    // Back two seconds before its token, so the token's time falls inside the next invocation's short wait.
+    expect(requeued?.delayS).toBe(8);
     expect(JSON.parse(requeued!.body).vpcLease).toMatchObject({ attempt: 1, waitedS: 0 });
     expect(h.autoScaling.heartbeats.map((r) => r.instanceId)).toEqual([id]);
     expect(h.autoScaling.resultFor(id)).toEqual([]);
@@ -119,8 +119,8 @@ describe('A launch holding EC2 tickets', () => {
       clock.advance(next.delayS * 1000 + 1000);
     }
     expect(h.autoScaling.resultFor(id)).toEqual(['CONTINUE']);
-    // The first deferral carried both attach turns (10 s and 20 s ahead) and came back a second early.
-    expect(markers[0]).toMatchObject({ delayS: 9 });
+    // The first deferral carried both attach turns (10 s and 20 s ahead) and came back two seconds early.
+    expect(markers[0]).toMatchObject({ delayS: 8 });
     expect(markers[0]!.tickets?.['AttachNetworkInterface']).toEqual([t0 + 10_000, t0 + 20_000]);
     // Creates and attaches: reserved once (two ENIs), each spent from a ticket, none given up as late.
     expect(budget.stats).toMatchObject({ reserved: 4, ticketsUsed: 4, ticketsExpired: 0 });

@@ -200,6 +200,7 @@ describe('RateBudget tickets: declared calls reserved at once, carried across a 
       rateOf: () => SLOW,
       // Only the invocation's bound decides whether a held ticket is slept for or deferred here.
       ticketWaitMs: 0,
+      ticketGraceTokens: 5,
       sleep: async (ms) => {
         slept.push(ms);
       },
@@ -268,7 +269,7 @@ describe('RateBudget tickets: declared calls reserved at once, carried across a 
     expect(takesOnReturn).toBeGreaterThan(0);
   });
 
-  it('gives up a ticket used later than its grace and reserves again at the back of the line; a punctual one is used', async () => {
+  it('gives up a ticket used later than its grace (the call asks like any other); a punctual one is used', async () => {
     const clock = new ManualClock(T0);
     const { budget } = budgetAt(clock);
     // Someone else holds the bucket's next ten turns.
@@ -288,7 +289,7 @@ describe('RateBudget tickets: declared calls reserved at once, carried across a 
       () => budget.acquire('Create', 'CreateNetworkInterface').catch((e: unknown) => e),
       { Create: [clock.nowMs() - 6_000] },
     );
-    // Its new turn is after the other holder's ten (T0 … T0+9 s), deferred past the 500 ms bound.
+    // Asked afresh, its turn is after the other holder's ten (T0 … T0+9 s): deferred past the 500 ms bound.
     expect(late).toBeInstanceOf(RateBudgetDeferral);
     expect(late).toMatchObject({ retryAfterMs: T0 + 10_000 - clock.nowMs() });
     expect(budget.stats).toMatchObject({ ticketsExpired: 1, ticketsUsed: 2 });
