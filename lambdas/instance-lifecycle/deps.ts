@@ -4,6 +4,7 @@ import { controlPlaneConfigFromEnv } from '../../shared/config/control-plane.js'
 import { createSdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { ATTACH_WAIT_ENV, budgetedEc2FromEnv } from '../../shared/ec2/budget-env.js';
 import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
+import { withSubnetAnswersShared } from '../../shared/ec2/subnet-answers.js';
 import { ValidationError } from '../../shared/errors.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
 import type { LifecycleDeps } from '../../shared/lifecycle/deps.js';
@@ -15,6 +16,11 @@ import { SqsRequeue } from '../../shared/queue/requeue.js';
 export const QUEUE_URL_ENV = 'VPC_LEASE_QUEUE_URL';
 /** EC2 attaches an ENI in a few seconds; one look after this catches most of them. */
 const DEFAULT_ATTACH_WAIT_MS = 3000;
+/**
+ * How long a DescribeSubnets answer is shared, in attach waits (9 s at AWS's pace; a local cloud's pace scales
+ * the attach wait, and this with it).
+ */
+const SUBNET_ANSWER_ATTACH_WAITS = 3;
 
 function attachWaitMsOf(env: NodeJS.ProcessEnv): number {
   const raw = env[ATTACH_WAIT_ENV];
@@ -38,15 +44,23 @@ export function lifecycleDepsFromEnv(env: NodeJS.ProcessEnv = process.env): Life
   const metrics = new Metrics(logger, 'instance-lifecycle');
   const api = createSdkDynamoApi();
   const sdkEc2 = new SdkEc2({ metrics, clusterName: config.clusterName });
+  const attachWaitMs = attachWaitMsOf(env);
+  const budgeted = budgetedEc2FromEnv(env, {
+    ec2: sdkEc2,
+    api,
+    tableName: config.tableName,
+    clock: systemClock,
+    logger,
+  });
   return {
     config,
     logger,
     metrics,
     clock: systemClock,
-    ec2: budgetedEc2FromEnv(env, { ec2: sdkEc2, api, tableName: config.tableName, clock: systemClock, logger }),
+    ec2: withSubnetAnswersShared(budgeted, systemClock, SUBNET_ANSWER_ATTACH_WAITS * attachWaitMs),
     autoScaling: new SdkAutoScaling({ metrics }),
     store: new DynamoLeaseStore({ api, tableName: config.tableName }),
     requeue: new SqsRequeue(queueUrl),
-    attachWaitMs: attachWaitMsOf(env),
+    attachWaitMs,
   };
 }

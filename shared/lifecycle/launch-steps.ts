@@ -30,8 +30,10 @@ export async function advanceEnis(
   const outcome = await advancePodEnis(deps, start, instance, {
     minLeases: deps.config.minLeases,
     write: readyOnceLeased(deps),
-    // One look right after attaching, one more after waitMs (the steps' poll interval is the pool's).
-    ...(waitMs > 0 ? { attachPolls: 2, sleep: () => new Promise<void>((r) => setTimeout(r, waitMs)) } : {}),
+    // A first look after waitMs (EC2 takes seconds to attach), one more after another waitMs if still attaching.
+    ...(waitMs > 0
+      ? { attachPolls: 2, sleepBeforeFirstLook: true, sleep: () => new Promise<void>((r) => setTimeout(r, waitMs)) }
+      : {}),
   });
   switch (outcome.kind) {
     case 'done':

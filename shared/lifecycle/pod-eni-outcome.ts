@@ -35,6 +35,12 @@ export interface PodEniStepOptions {
   readonly minLeases?: number;
   /** DescribeNetworkInterfaces looks for attachments still in progress before waiting. Default 1. */
   readonly attachPolls?: number;
+  /**
+   * Sleep before the first look too (default false: look right away). An attachment takes EC2 seconds, so a
+   * look right after attaching is spent for nothing: at 1,000 prefix-mode launches those looks alone used the
+   * whole refill of the by-id DescribeNetworkInterfaces bucket (2 per node at 5 nodes/s = 10/s).
+   */
+  readonly sleepBeforeFirstLook?: boolean;
   readonly sleep?: (ms: number) => Promise<void>;
   /** Default `strictWriter`: one conditional write on the version read. */
   readonly write?: EniWriter;

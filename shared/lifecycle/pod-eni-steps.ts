@@ -350,6 +350,7 @@ class PodEniSteps {
       const attaching = node.enis.filter((e) => e.step === 'ATTACHING');
       // A concurrent pass may have moved them on meanwhile (and an empty id list would describe every ENI).
       if (attaching.length === 0) return node;
+      if (poll === 1 && this.options.sleepBeforeFirstLook) await (this.options.sleep ?? defaultSleep)(ATTACH_POLL_MS);
       const seen = await this.deps.ec2.describeNetworkInterfaces({ eniIds: attaching.map((e) => e.eniId!) });
       const byId = new Map(seen.map((s) => [s.eniId, s]));
       const updated = new Map<number, EniRecord>();

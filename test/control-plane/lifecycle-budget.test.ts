@@ -144,8 +144,15 @@ describe('A launch with an inline attach wait (deps.attachWaitMs)', () => {
     expect(h.autoScaling.resultFor(requeuing)).toEqual([]);
 
     const waiting = h.launchInstance('m5.large');
+    const looks: Ec2Call[] = [];
+    h.sim.api.onCall((call) => {
+      if (call.action === 'DescribeNetworkInterfaces' && JSON.stringify(call.input).includes('NetworkInterfaceId'))
+        looks.push(call);
+    });
     await createLifecycleRecordHandler(h.deps(undefined, { attachWaitMs: 600 }))(launchEventBody(waiting));
     expect(h.autoScaling.resultFor(waiting)).toEqual(['CONTINUE']);
     expect(h.requeue.queued).toHaveLength(1);
+    // One look for both ENIs, after the wait: a look right after attaching would only see them attaching.
+    expect(looks).toHaveLength(1);
   });
 });
