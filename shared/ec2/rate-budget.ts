@@ -211,15 +211,16 @@ export class RateBudget {
     if (state) this.dropLateTickets(state, key);
     const nowMs = clock.nowMs();
     const latestStartMs = context?.deadlineMs ?? nowMs + (this.options.maxWaitMs ?? 10_000);
-    const ticket = state?.tickets.get(key)?.shift();
-    if (ticket !== undefined) {
+    const held = state?.tickets.get(key);
+    const ticket = held?.[0];
+    if (held && ticket !== undefined) {
       // A held turn is worth a short sleep even past the invocation's bound: deferring it would come back late.
       if (ticket > Math.max(latestStartMs, nowMs + (this.options.ticketWaitMs ?? 4_000))) {
-        // Not its turn yet: keep the ticket and come back for it (the event carries it).
-        state!.tickets.get(key)!.unshift(ticket);
+        // Not its turn yet: the ticket stays held and the re-enqueued event carries it.
         this.stats.deferred += 1;
         throw new RateBudgetDeferral(action, ticket - nowMs);
       }
+      held.shift();
       this.stats.ticketsUsed += 1;
       this.stats.ticketLateMsMax = Math.max(this.stats.ticketLateMsMax, nowMs - ticket);
       await this.sleepUntil(ticket);
@@ -248,11 +249,9 @@ export class RateBudget {
   }
 
   /**
-   * A ticket used well after its time is not safe to use: the bucket it was counted against refilled to full
-   * meanwhile and the surplus was lost, so late tickets sent together with punctual ones overdraw EC2's bucket
-   * (measured: 668 RequestLimitExceeded at 1,000 nodes). Tickets more than the grace late are dropped; the call
-   * then asks like any other, and the launch reserves again on its next pickup. (Reserving again at once, at
-   * the back, let repeatedly late launches push the buckets' time ever further ahead: a 1,000-node run stalled.)
+   * A ticket used well after its time overdraws EC2's bucket (it refilled to full meanwhile and the surplus was
+   * lost), so one more than the grace late is dropped: the call asks like any other, and the launch reserves
+   * again on its next pickup, not at once (that let late launches push the buckets' time ever further ahead).
    */
   private dropLateTickets(state: CallState, key: string): void {
     const held = state.tickets.get(key);

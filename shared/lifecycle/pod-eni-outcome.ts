@@ -36,9 +36,8 @@ export interface PodEniStepOptions {
   /** DescribeNetworkInterfaces looks for attachments still in progress before waiting. Default 1. */
   readonly attachPolls?: number;
   /**
-   * Sleep before the first look too (default false: look right away). An attachment takes EC2 seconds, so a
-   * look right after attaching is spent for nothing: at 1,000 prefix-mode launches those looks alone used the
-   * whole refill of the by-id DescribeNetworkInterfaces bucket (2 per node at 5 nodes/s = 10/s).
+   * Sleep before the first look too (default false). An attachment takes EC2 seconds, so a look right after
+   * attaching only spends a DescribeNetworkInterfaces token.
    */
   readonly sleepBeforeFirstLook?: boolean;
   readonly sleep?: (ms: number) => Promise<void>;

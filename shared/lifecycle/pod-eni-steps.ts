@@ -48,10 +48,8 @@ export async function advancePodEnis(
 }
 
 /**
- * The creates and attaches the steps still have to make for `enis`, by action (the rate budget's keys): a
- * create per PLANNED ENI, an attach per PLANNED or CREATED one. Not the DeleteOnTermination modify: it follows
- * the attach, seconds after a ticket reserved now would start, and a ticket used late is given up
- * (rate-budget.ts); its bucket refills as fast as Attach's, so it rarely waits.
+ * The creates and attaches the steps still have to make, by action (the rate budget's keys). Not the
+ * DeleteOnTermination modify: it follows the attach, so a ticket reserved for it now would always be late.
  */
 export function podEniCallsAhead(enis: readonly EniRecord[]): Record<string, number> {
   const count = (steps: readonly EniStep[]) => enis.filter((e) => steps.includes(e.step)).length;

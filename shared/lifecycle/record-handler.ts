@@ -97,9 +97,8 @@ async function settle(deps: LifecycleDeps, event: ActionableEvent, outcome: Step
 
 function delayFor(deps: LifecycleDeps, outcome: Extract<StepOutcome, { kind: 'wait' }>, attempt: number): number {
   const policy = deps.retry ?? DEFAULT_RETRY_POLICY;
-  // Back two seconds early, so its token's time falls inside the wait a held ticket allows (SQS delays are
-  // whole seconds and the pickup takes its own time: a ticket used late is lost, rate-budget.ts); capped well
-  // under the hook's heartbeat timeout, so a launch far down the line still heartbeats.
+  // Back two seconds early (SQS delays are whole seconds, and a ticket used late is lost); capped well under
+  // the hook's heartbeat timeout, so a launch far down the line still heartbeats.
   if (outcome.afterS !== undefined) {
     const capS = Math.max(policy.backoffMaxS, Math.floor(deps.config.heartbeatTimeoutS / 3));
     return Math.max(1, Math.min(capS, Math.ceil(outcome.afterS) - 2));
