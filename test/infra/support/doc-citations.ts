@@ -79,6 +79,14 @@ function shellCommands(text: string): string[][] {
         .filter(Boolean)
         .map((t) => t.replace(/^["']|["')]+$/g, '')),
     )
+    .map((tokens) =>
+      tokens.slice(
+        Math.max(
+          0,
+          tokens.findIndex((t) => !/^\w+=/.test(t)),
+        ),
+      ),
+    )
     .filter((tokens) => tokens.length > 0);
 }
 
