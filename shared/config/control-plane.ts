@@ -23,7 +23,6 @@ export const controlPlaneSchema = {
     patternHint: 'a DynamoDB table name',
     doc: 'The lease table.',
   },
-  ipvlanMode: { kind: 'enum', default: 'l2', values: ['l2', 'l3', 'l3s'], doc: 'The pods’ ipvlan mode.' },
   prefixDelegation: { kind: 'bool', default: false, doc: 'Assign /28 prefixes instead of single addresses.' },
   podSubnetIds: {
     kind: 'stringList',
