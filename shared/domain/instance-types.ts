@@ -36,3 +36,39 @@ export function instanceLimitsTable(table: InstanceTypeTable): Map<string, Insta
 
 /** What an instance-type argument must look like before it is looked up (and before it reaches a message). */
 export const INSTANCE_TYPE_PATTERN = /^[a-z0-9-]+\.[a-z0-9-]+$/;
+
+/** One type as a row: name, ENIs, IPv4 per ENI, default card, [card, ENIs] per card, hypervisor, bare metal. */
+export type InstanceTypeRow = [string, number, number, number, [number, number][], string | null, boolean | null];
+
+/**
+ * The table as rows, a fifth of its size: the form built into the node binary (infra/build.ts), which
+ * expandInstanceRows turns back into the very same table.
+ */
+export function instanceTypeRows(table: InstanceTypeTable): InstanceTypeRow[] {
+  return Object.entries(table.instanceTypes).map(([name, t]) => [
+    name,
+    t.maximumNetworkInterfaces,
+    t.ipv4AddressesPerInterface,
+    t.defaultNetworkCardIndex ?? 0,
+    (t.networkCards ?? []).map((c) => [c.networkCardIndex, c.maximumNetworkInterfaces]),
+    t.hypervisor ?? null,
+    t.bareMetal ?? null,
+  ]);
+}
+
+export function expandInstanceRows(rows: readonly InstanceTypeRow[]): InstanceTypeTable {
+  const instanceTypes: Record<string, RawInstanceType> = {};
+  for (const [name, maxEnis, ipv4, defaultCard, cards, hypervisor, bareMetal] of rows)
+    instanceTypes[name] = {
+      maximumNetworkInterfaces: maxEnis,
+      ipv4AddressesPerInterface: ipv4,
+      defaultNetworkCardIndex: defaultCard,
+      networkCards: cards.map(([networkCardIndex, maximumNetworkInterfaces]) => ({
+        networkCardIndex,
+        maximumNetworkInterfaces,
+      })),
+      ...(hypervisor !== null ? { hypervisor } : {}),
+      ...(bareMetal !== null ? { bareMetal } : {}),
+    };
+  return { instanceTypes };
+}

@@ -62,3 +62,36 @@ export function maxPodsFor(limits: InstanceLimits, options: MaxPodsOptions): num
 export function leaseCapFor(recordedMaxPods: number, capPods: number): number {
   return recordedMaxPods > 0 ? Math.min(recordedMaxPods, capPods) : capPods;
 }
+
+/** The figure with the terms it came from, as both CLIs print it. */
+export interface MaxPodsBreakdown {
+  readonly instanceType: string;
+  readonly prefixDelegation: boolean;
+  readonly maxPods: number;
+  readonly podEniSlots: number;
+  readonly addressesPerPodEni: number;
+  readonly hostNetworkPods: number;
+  readonly capPods: number;
+}
+
+export function maxPodsBreakdown(limits: InstanceLimits, options: MaxPodsOptions): MaxPodsBreakdown {
+  return {
+    instanceType: limits.instanceType,
+    prefixDelegation: options.prefixDelegation,
+    maxPods: maxPodsFor(limits, options),
+    podEniSlots: podEniSlots(limits),
+    addressesPerPodEni: addressesPerPodEni(limits, options.prefixDelegation),
+    hostNetworkPods: options.hostNetworkPods ?? DEFAULT_HOST_NETWORK_PODS,
+    capPods: options.capPods,
+  };
+}
+
+/** `20` then `  = min(cap 110, 2 pod ENIs × 9 addresses + 2 host-network pods = 20)`. */
+export function describeMaxPods(b: MaxPodsBreakdown): string[] {
+  const uncapped = b.podEniSlots * b.addressesPerPodEni + b.hostNetworkPods;
+  const prefixes = b.prefixDelegation ? ` (${b.addressesPerPodEni / ADDRESSES_PER_PREFIX} /28 prefixes × 16)` : '';
+  return [
+    `${b.maxPods}`,
+    `  = min(cap ${b.capPods}, ${b.podEniSlots} pod ENIs × ${b.addressesPerPodEni} addresses${prefixes} + ${b.hostNetworkPods} host-network pods = ${uncapped})`,
+  ];
+}
