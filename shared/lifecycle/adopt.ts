@@ -76,9 +76,8 @@ export async function adoptTemplateEnis(
   }
   // The figure kubelet is given caps the leases, exactly as for a planned launch.
   const maxPods = maxPodsFor(limits, { prefixDelegation: deps.config.prefixDelegation, capPods: deps.config.maxPods });
-  const leaseCap = maxPods;
   const addresses = ours.reduce((n, e) => n + e.secondaryIps.length + e.prefixes.length * ADDRESSES_PER_PREFIX, 0);
-  if (Math.min(addresses, leaseCap) < deps.config.minLeases)
+  if (Math.min(addresses, maxPods) < deps.config.minLeases)
     return refuse(
       `config: the launch template's pod ENIs carry ${addresses} addresses, below minLeases ${deps.config.minLeases}`,
     );
