@@ -30,6 +30,7 @@ import { fileURLToPath } from 'node:url';
 import { build, type Metafile, type Plugin } from 'esbuild';
 import { NETNS_ADDON_FILE } from '../node/datapath/native.js';
 import { SEA_NATIVE_FILES } from '../node/launcher/layout.js';
+import { type InstanceTypeTable, instanceTypeRows } from '../shared/domain/instance-types.js';
 
 const PLUGIN_FILE = 'vpc-lease-cni';
 
@@ -122,6 +123,29 @@ function netlinkBindingBeside(dirExpr: string): Plugin {
 }
 
 /**
+ * The instance-type table (for `vpc-lease-cni max-pods`) enters the node bundle as rows in one JSON string,
+ * parsed on first use: 66 KB instead of 300 KB of object literal that every ADD would load.
+ */
+const compactInstanceTable: Plugin = {
+  name: 'compact-instance-table',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]ec2-instance-types\.json$/ }, (args) => {
+      const rows = instanceTypeRows(JSON.parse(readFileSync(args.path, 'utf8')) as InstanceTypeTable);
+      const json = JSON.stringify(rows);
+      // Names, hypervisors, numbers: nothing a single-quoted literal would have to escape (checked, not assumed).
+      if (/['\\\n]/.test(json)) throw new Error(`${args.path}: a row holds a quote, backslash or newline`);
+      const expand = join(root, 'shared', 'domain', 'instance-types.ts');
+      return {
+        contents: `import { expandInstanceRows } from ${JSON.stringify(expand)};
+export default expandInstanceRows(JSON.parse('${json}'));`,
+        loader: 'js',
+        resolveDir: dirname(args.path),
+      };
+    });
+  },
+};
+
+/**
  * Built-ins a V8 startup snapshot cannot hold (node:http keeps native parser handles; Node warns for the
  * others) are required on first use instead of when the bundle is evaluated at build time: each becomes a
  * module whose exports are getters over the real one, listed at build time so named imports still bind.
@@ -184,7 +208,10 @@ export async function buildCni(outDir: string = dist): Promise<string> {
     // Identifiers stay: error classes report `new.target.name`, and the CNI's error JSON carries it.
     minifyWhitespace: true,
     minifySyntax: true,
-    plugins: [netlinkBindingBeside("require('path').dirname(require('fs').realpathSync(process.argv[1]))")],
+    plugins: [
+      netlinkBindingBeside("require('path').dirname(require('fs').realpathSync(process.argv[1]))"),
+      compactInstanceTable,
+    ],
     logOverride: { 'empty-import-meta': 'silent' },
     metafile: true,
     legalComments: 'none',
@@ -245,7 +272,7 @@ export async function buildSea(
       format: 'cjs',
       minifyWhitespace: true,
       minifySyntax: true,
-      plugins: [netlinkBindingBeside("require('path').dirname(process.execPath)"), deferBuiltins],
+      plugins: [netlinkBindingBeside("require('path').dirname(process.execPath)"), deferBuiltins, compactInstanceTable],
       logOverride: { 'empty-import-meta': 'silent' },
       metafile: true,
       legalComments: 'none',

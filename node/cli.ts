@@ -9,8 +9,14 @@ import { SEA_NATIVE_FILES } from './launcher/layout.js';
 import { pluginHandlers } from './plugin/handlers.js';
 import { openLeaseStore } from './store/open-store.js';
 
-/** `vpc-lease-cni` as the runtime calls it (CNI_* env + stdin), or `vpc-lease-cni install …`. */
+/** `vpc-lease-cni` as the runtime calls it (CNI_* env + stdin), or `vpc-lease-cni install …` / `max-pods …`. */
 export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
+  if (args[0] === 'max-pods') {
+    // Loaded only here: it carries the instance-type table, which ADD and DEL must not pay for.
+    const { runMaxPods } = await import('./max-pods/command.js');
+    // Synchronous writes: the process exits right after, before a pipe would drain.
+    return runMaxPods(args.slice(1), env, { out: (text) => writeSync(1, text), err: (text) => writeSync(2, text) });
+  }
   if (args[0] === 'install') {
     try {
       // The single executable installs itself (its argv[1] is the executable too) and only its natives beside it.

@@ -49,7 +49,10 @@ export interface VpcLeaseAllocatorProps {
   readonly warmLowLeases?: number;
   /** Release excess above this many claimable leases. @default 16 */
   readonly warmHighLeases?: number;
-  /** Cap on leases per node (kubelet's max-pods). @default 110 */
+  /**
+   * Cap on each node's max-pods figure (`vpc-lease max-pods <type>`), which kubelet must be given and the pool
+   * never leases past. @default 110
+   */
   readonly maxPods?: number;
   /** Cooldown before a released address is reused. @default Duration.seconds(30) */
   readonly reuseWait?: Duration;
