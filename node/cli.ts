@@ -7,6 +7,7 @@ import { NetlinkDatapath } from './datapath/netlink-datapath.js';
 import { install, installOptionsFromArgs } from './installer/install.js';
 import { SEA_NATIVE_FILES } from './launcher/layout.js';
 import { pluginHandlers } from './plugin/handlers.js';
+import { readBootId } from './plugin/status.js';
 import { openLeaseStore } from './store/open-store.js';
 
 /** `vpc-lease-cni` as the runtime calls it (CNI_* env + stdin), or `vpc-lease-cni install …`. */
@@ -28,6 +29,7 @@ export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv): P
   const handlers = pluginHandlers({
     env,
     nowMs: Date.now,
+    bootId: () => readBootId(),
     openStore: openLeaseStore,
     openDatapath: (log, hooks) => NetlinkDatapath.open(log, hooks),
   });
