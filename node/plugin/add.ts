@@ -180,7 +180,7 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
     const reported = classify(storeFailure(err, config));
     log.error('ADD failed', {
       err,
-      ...(reported instanceof CniError ? { code: reported.code, msg: reported.message } : {}),
+      ...(reported instanceof CniError ? { code: reported.code, reported: reported.message } : {}),
     });
     throw reported;
   } finally {

@@ -113,7 +113,7 @@ export async function probeStore(getNode: () => Promise<NodeRecord | undefined>)
   } catch (err) {
     return err instanceof StoreUnavailableError
       ? { kind: 'unreachable', error: errorMessage(err) }
-      : { kind: 'refused', error: errorMessage(err) };
+      : { kind: 'refused', error: err instanceof Error ? `${err.name}: ${err.message}` : errorMessage(err) };
   }
 }
 
