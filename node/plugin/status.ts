@@ -51,6 +51,11 @@ export function phaseProblem(node: NodeRecord | undefined): string | undefined {
   }
 }
 
+/** What a store that did not answer means, in words (STATUS and the installer say it the same way). */
+export function storeProblem(probe: Exclude<StoreProbe, { kind: 'answered' }>): string {
+  return `the lease store ${probe.kind === 'refused' ? 'refused the request' : 'is unreachable'}: ${probe.error}`;
+}
+
 /**
  * STATUS's rule (DESIGN.md): 50 only for causes local to this node — no identity or credentials, not provisioned
  * since this boot, DRAINING, GONE or FAILED. The runtime turns a STATUS error into NetworkReady=false, a NotReady
@@ -68,7 +73,7 @@ export function judgeStatus(f: StatusFacts): StatusVerdict {
   if (!store) return { unavailable: 'the lease store was not asked' };
   const neverReady = 'the node has not been seen READY since this boot';
   if (store.kind !== 'answered') {
-    const problem = `the lease store ${store.kind === 'refused' ? 'refused the request' : 'is unreachable'}: ${store.error}`;
+    const problem = storeProblem(store);
     return f.readyThisBoot ? { degraded: problem } : { unavailable: `${neverReady}, and ${problem}` };
   }
   const problem = phaseProblem(store.node);
