@@ -11,7 +11,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { VpcLeaseError, ValidationError } from '../../shared/errors.js';
+import { ValidationError, VpcLeaseError } from '../../shared/errors.js';
 import { parseNetconf } from '../config/netconf.js';
 import { NETNS_ADDON_FILE } from '../datapath/native.js';
 import type { ReadinessProbe } from './readiness.js';
