@@ -29,13 +29,24 @@ export function goMissing(): string | undefined {
 export function buildLibcniDriver(flavour: LibcniFlavour): string {
   const hash = createHash('sha256');
   for (const name of readdirSync(MODULE_DIR).sort()) hash.update(name).update(readFileSync(join(MODULE_DIR, name)));
-  const cacheDir = join(process.env['XDG_CACHE_HOME'] ?? join(homedir(), '.cache'), 'vpc-lease', 'test-tools');
+  // Where test/tools/build.ts (branch wt/cri) caches its tools: /var/cache for root, else the user's cache.
+  const cacheDir =
+    process.env['VPC_LEASE_TOOLS_CACHE'] ??
+    (process.getuid?.() === 0 ? '/var/cache/vpc-lease-tools' : join(homedir(), '.cache', 'vpc-lease-tools'));
   const out = join(cacheDir, `libcni-driver-${flavour}-${hash.digest('hex').slice(0, 16)}`);
   if (existsSync(out)) return out;
   mkdirSync(cacheDir, { recursive: true });
   const tmp = `${out}.${process.pid}.tmp`;
   const args = flavour === '1.1' ? [] : ['-modfile=go.libcni12.mod', '-tags', 'libcni12'];
-  execFileSync('go', ['build', ...args, '-o', tmp, '.'], { cwd: MODULE_DIR, stdio: ['ignore', 'ignore', 'pipe'] });
+  // The committed go.sum decides what is built; a developer's own Go settings never do.
+  const env = {
+    ...process.env,
+    GOTOOLCHAIN: 'local',
+    GOFLAGS: '-mod=readonly -trimpath -buildvcs=false',
+    GOWORK: 'off',
+    CGO_ENABLED: '0',
+  };
+  execFileSync('go', ['build', ...args, '-o', tmp, '.'], { cwd: MODULE_DIR, env, stdio: ['ignore', 'ignore', 'pipe'] });
   renameSync(tmp, out);
   return out;
 }
