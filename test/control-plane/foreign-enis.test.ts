@@ -99,7 +99,9 @@ describe('Launch: ENIs the launch did not create (EC2 simulator + dynalite)', ()
     expect(node?.failureReason).toContain(await intruding);
     expect(lines.find((l) => l['msg'] === 'abandoning launch')?.['reason']).toBe(node?.failureReason);
     // Each planned ENI attached once, plus the intruder's: the refused attach is not retried.
-    const planned = (lines.find((l) => l['msg'] === 'launch planned')?.['enis'] as unknown[]).length;
+    const plannedLine = lines.find((l) => l['msg'] === 'launch planned');
+    expect(plannedLine).toBeDefined();
+    const planned = (plannedLine!['enis'] as unknown[]).length;
     expect(h.sim.admin.counts()['AttachNetworkInterface']?.calls).toBe(planned + 1);
   });
 });
