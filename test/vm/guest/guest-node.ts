@@ -3,7 +3,8 @@
  * root namespace plays the node's host namespace:
  * - boot0 (dummy, 10.77.0.5/24): the boot ENI and the host's address; 10.96.0.10 (host-scoped, on lo) stands in
  *   for a service address kube-proxy would DNAT;
- * - eni1 (veth, fixed MAC, device index 1): the pod ENI; its peer gw0 sits in netns `vpc`, which plays the VPC
+ * - eni1 (veth, fixed MAC, device index 1): the pod ENI, arriving down at MTU 1500 as EC2 hot-plugs it (the
+ *   plugin brings it up at 9001); its peer gw0 sits in netns `vpc`, which plays the VPC
  *   router with the subnet gateway 10.77.0.1 (and static neighbours for the pod addresses, as the VPC fabric
  *   needs no ARP);
  * - dynalite and an IMDS run in this process (so every plugin call must be spawned asynchronously).
@@ -114,8 +115,8 @@ export class GuestNode {
     ip('link', 'set', 'boot0', 'up');
     ip('addr', 'add', `${SERVICE_IP}/32`, 'dev', 'lo', 'scope', 'host');
     ip('netns', 'add', 'vpc');
-    ip('link', 'add', 'eni1', 'address', ENI_MAC, 'mtu', '9001', 'type', 'veth', 'peer', 'name', 'gw0', 'netns', 'vpc');
-    ip('link', 'set', 'eni1', 'up');
+    // As EC2 hot-plugs an ENI: down, no address, the driver's MTU. The plugin brings it up.
+    ip('link', 'add', 'eni1', 'address', ENI_MAC, 'type', 'veth', 'peer', 'name', 'gw0', 'netns', 'vpc');
     ip('-n', 'vpc', 'link', 'set', 'lo', 'up');
     ip('-n', 'vpc', 'link', 'set', 'gw0', 'mtu', '9001', 'up');
     ip('-n', 'vpc', 'addr', 'add', `${GATEWAY}/24`, 'dev', 'gw0');
