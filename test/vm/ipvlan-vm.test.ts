@@ -62,6 +62,16 @@ describe.skipIf(skipReason !== undefined)('VM: real ipvlan suite', () => {
     }
   });
 
+  it('hands the plugin a down pod ENI and sees its pods cut off without the up step (issue 26)', () => {
+    const ran = results.filter((r) => r.name.startsWith('eni link: '));
+    expect(ran.map((r) => r.name)).toEqual([
+      expect.stringContaining('arrives as EC2 hot-plugs it'),
+      expect.stringContaining('negative control'),
+      expect.stringContaining('parallel ADDs bring the down ENI up'),
+    ]);
+    expect(ran.every((r) => r.ok)).toBe(true);
+  });
+
   it('drives the built plugin through ADD, CHECK and DEL in all three modes', () => {
     for (const mode of ['l2', 'l3', 'l3s']) {
       const ran = results.filter((r) => r.name.startsWith(`plugin ${mode}: `));

@@ -43,6 +43,14 @@ export function ip(...args: string[]): string {
   return sh('ip', ...args);
 }
 
+export function assert(condition: boolean, message: string): asserts condition {
+  if (!condition) throw new Error(message);
+}
+
+export function ok(run: PluginRun, what: string): void {
+  assert(run.code === 0, `${what} exited ${run.code}: ${run.stdout} ${run.stderr}`);
+}
+
 /** One echo; `waitS` short for the pings expected to fail (each costs its whole wait). */
 export function ping(netns: string | undefined, target: string, waitS = 3): boolean {
   const args = ['busybox', 'ping', '-c', '1', '-W', String(waitS), target];
