@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EC2_ENI_MTU } from '../../node/datapath/eni-link.js';
 import { NetlinkDatapath } from '../../node/datapath/netlink-datapath.js';
+import { NO_HOOKS, testHooksFromEnv } from '../../node/datapath/test-hooks.js';
 import { silentLogger } from '../../shared/log.js';
 import { missing } from '../support/capabilities.js';
 import { GATEWAY, NodeFixture } from './support/node-fixture.js';
@@ -94,6 +95,13 @@ describe.skipIf(skip)('ENI link ownership', () => {
     expect(add.code).toBe(1);
     expect(add.json).toMatchObject({ code: 4, msg: expect.stringContaining('VPC_LEASE_TEST_MODE') });
     expect(eni().flags).not.toContain('UP');
+  });
+
+  it('takes only 1 for the skip switch', () => {
+    const env = { VPC_LEASE_TEST_MODE: '1', VPC_LEASE_TEST_SKIP_ENI_UP: 'yes' };
+    expect(() => testHooksFromEnv(env)).toThrow(/VPC_LEASE_TEST_SKIP_ENI_UP must be 1/);
+    expect(testHooksFromEnv({ ...env, VPC_LEASE_TEST_SKIP_ENI_UP: '1' }).skipEniUp).toBe(true);
+    expect(NO_HOOKS.skipEniUp).toBeUndefined();
   });
 
   it('ADD brings the down ENI up at 9001 before the pod link; the pod has carrier and reaches the gateway', async () => {
