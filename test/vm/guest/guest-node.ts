@@ -142,10 +142,12 @@ export class GuestNode {
     await iam.start();
     const session = iam.issue('i-0123456789abcdef0', 'vpc-0a1b2c3d4e5f60718', 'vpc-lease-node');
     const imds = await startFakeImds('i-0123456789abcdef0', 'us-east-1', '123456789012', session.credentials);
+    // The guest runs ~5x slower than the host, which is itself shared: seeding must not hinge on its speed.
     const api = new LightDynamoClient({
       endpoint: dynalite.endpoint,
       region: 'us-east-1',
       credentials: async () => CREDENTIALS,
+      timeoutMs: 30_000,
     });
     const node = new GuestNode(cni, dynalite, iam, imds, new DynamoLeaseStore({ api, tableName: 'vpc-lease-vm' }));
     const leases = await node.seed(40);
@@ -194,6 +196,9 @@ export class GuestNode {
       imdsEndpoint: this.imds.endpoint,
       dynamoEndpoint: this.iam.endpoint,
       reuseWaitMs: 0,
+      // Per-request budgets sized for a slow guest on a busy host, not for EC2 (3000 / 1000 by default).
+      storeTimeoutMs: 20_000,
+      imdsTimeoutMs: 10_000,
       hostVeth: true,
       serviceCidrs: [SERVICE_CIDR],
       ...extra,
