@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { missing } from '../support/capabilities.js';
 
 /**
  * node/deploy/host/vpc-lease-host-enis.sh (issue 26): the user-data step that keeps systemd-networkd and
@@ -15,6 +16,14 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
  * whether its add line can fire for a pod ENI.
  */
 const run = promisify(execFile);
+/** A minimal IMDSv2 (token, then the MAC given as argv[1]) that prints its port once it listens. */
+const NETNS_IMDS = `
+const mac = process.argv[1];
+const s = require('node:http').createServer((req, res) => {
+  if (req.method === 'PUT') return res.end('tok');
+  res.end(req.url === '/latest/meta-data/mac' ? mac : '');
+});
+s.listen(0, '127.0.0.1', () => console.log(s.address().port));`;
 const SCRIPT = resolve('node/deploy/host/vpc-lease-host-enis.sh');
 const PRIMARY = { name: 'ens5', mac: '0a:ff:e1:47:45:f3' };
 const POD_ENI = { name: 'ens6', mac: '0a:ff:e1:47:45:f4' };
@@ -152,6 +161,41 @@ describe('Host config: keep networkd and ec2-net-utils off pod ENIs', () => {
     expect(networkMatches(text, podEni)).toBe(false);
     expect(networkMatches(text, primary)).toBe(true);
   });
+
+  it.skipIf(missing('root', 'netns'))(
+    'live half: deletes ec2-net-utils policy rules (priority = table, 10000-19999) and no other rule',
+    async () => {
+      const ns = `vlhe-${process.pid}`;
+      const ip = (...args: string[]) => run('ip', ['-n', ns, ...args]);
+      await run('ip', ['netns', 'add', ns]);
+      await ip('link', 'set', 'lo', 'up');
+      // The IMDS stand-in must live in the namespace: the host's loopback is not reachable from it.
+      const server = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', NETNS_IMDS, PRIMARY.mac], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      try {
+        const port = await new Promise<string>((ok, fail) => {
+          server.stdout.once('data', (d: Buffer) => ok(d.toString().trim()));
+          server.once('exit', (code) => fail(new Error(`IMDS stand-in exited ${code}`)));
+        });
+        await ip('rule', 'add', 'from', '10.0.1.5', 'lookup', '10001', 'priority', '10001');
+        await ip('rule', 'add', 'from', '10.0.1.6', 'lookup', '10001', 'priority', '10001');
+        await ip('rule', 'add', 'from', '10.0.1.7', 'lookup', '1001', 'priority', '10001');
+        await ip('rule', 'add', 'from', '10.0.1.8', 'lookup', '1001', 'priority', '512');
+        await run('ip', ['netns', 'exec', ns, 'bash', SCRIPT], {
+          env: { ...process.env, VPC_LEASE_HOST_ROOT: root, VPC_LEASE_IMDS: `http://127.0.0.1:${port}` },
+        });
+        const { stdout } = await ip('rule', 'show');
+        expect(stdout).not.toMatch(/lookup 10001/);
+        expect(stdout).toMatch(/10001:\s+from 10\.0\.1\.7 lookup 1001/);
+        expect(stdout).toMatch(/512:\s+from 10\.0\.1\.8 lookup 1001/);
+        expect(stdout).toMatch(/lookup main/);
+      } finally {
+        server.kill();
+        await run('ip', ['netns', 'del', ns]);
+      }
+    },
+  );
 
   it('refuses, writing nothing, when no interface has the boot ENI MAC or IMDS answers garbage', async () => {
     for (const [mac, message] of [

@@ -26,7 +26,7 @@ mac=${mac,,}
 
 primary=""
 for dev in "$root"/sys/class/net/*; do
-  [[ -r $dev/address && $(<"$dev/address") == "$mac" ]] && primary=${dev##*/}
+  if [[ -r $dev/address && $(<"$dev/address") == "$mac" ]]; then primary=${dev##*/}; fi
 done
 [[ -n $primary ]] || die "no interface has the boot ENI's MAC $mac"
 [[ $primary =~ ^[A-Za-z0-9_.-]{1,15}$ ]] || die "unexpected interface name $primary"
@@ -69,7 +69,7 @@ udevadm control --reload || true
 pending=()
 for dev in /sys/class/net/*; do
   name=${dev##*/}
-  [[ $name == "$primary" || ! -e $dev/device/driver ]] && continue
+  if [[ $name == "$primary" || ! -e $dev/device/driver ]]; then continue; fi
   case $(basename "$(readlink -f "$dev/device/driver")") in ena | ixgbevf | vif) ;; *) continue ;; esac
   systemctl disable --now "refresh-policy-routes@$name.timer" "policy-routes@$name.service" 2>/dev/null || true
   rm -rf "/run/systemd/network/70-$name.network" "/run/systemd/network/70-$name.network.d"
@@ -83,6 +83,6 @@ done
 # ec2-net-utils' policy rules: priority = table = 10000 + 100 * network card + device index (none for the boot
 # ENI). vpc-lease's own rules use other tables, and no pod exists before kubelet starts.
 ip rule show | sed -nE 's/^(1[0-9]{4}):.* lookup (1[0-9]{4})( .*)?$/\1 \2/p' | while read -r prio table; do
-  [[ $prio == "$table" ]] && ip rule del priority "$prio" table "$table"
+  if [[ $prio == "$table" ]]; then ip rule del priority "$prio" table "$table"; fi
 done
 exit 0
