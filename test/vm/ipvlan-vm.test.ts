@@ -29,12 +29,12 @@ describe.skipIf(skipReason !== undefined)('VM: real ipvlan suite', () => {
     const policyFile = await writeNodePolicy(outDir);
     const run = await runInVm(['node', join(outDir, 'guest.mjs'), resultFile, cni, policyFile], {
       outDir,
-      timeoutS: 600,
+      timeoutS: 1_500,
       onLine: process.env['VPC_LEASE_VM_VERBOSE'] === '1' ? (line) => process.stderr.write(`vm: ${line}\n`) : undefined,
     });
     consoleTail = run.console.slice(-4000);
     if (existsSync(resultFile)) results = JSON.parse(readFileSync(resultFile, 'utf8')) as GuestCaseResult[];
-  }, 660_000);
+  }, 1_560_000);
 
   it('ran the guest suite to the end', () => {
     expect(results.length, `guest console:\n${consoleTail}`).toBeGreaterThan(0);
