@@ -14,7 +14,12 @@ import { CniCode, CniError } from '../cni/errors.js';
  *   any other host would carry the session token and every lease in cleartext.
  */
 export const TEST_MODE_ENV = 'VPC_LEASE_TEST_MODE';
-export const TEST_ONLY_ENV = ['VPC_LEASE_NATIVE_DIR', 'VPC_LEASE_TEST_LINK_KIND', 'VPC_LEASE_TEST_FAIL_AT'] as const;
+export const TEST_ONLY_ENV = [
+  'VPC_LEASE_NATIVE_DIR',
+  'VPC_LEASE_TEST_LINK_KIND',
+  'VPC_LEASE_TEST_FAIL_AT',
+  'VPC_LEASE_TEST_SKIP_ENI_UP',
+] as const;
 
 /** The instance metadata service's own addresses (IPv4 link-local and the Nitro IPv6 one). */
 const IMDS_HOSTS = new Set(['169.254.169.254', '[fd00:ec2::254]']);

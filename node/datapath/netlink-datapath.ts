@@ -6,6 +6,7 @@ import { VpcLeaseError } from '../../shared/errors.js';
 import { formatIpv4 } from '../../shared/ipv4.js';
 import type { Logger } from '../../shared/log.js';
 import { CniCode, CniError } from '../cni/errors.js';
+import { bringEniUp, type EniLinkState, eniLinkState, refuseBootEni } from './eni-link.js';
 import { openNetns } from './netns.js';
 import { inspectPodRouting, podRoutingSpec, setupPodRouting, withPodNetns } from './pod-routing.js';
 import type { Datapath, IpvlanMode, PodLink, PodLinkSpec, PodLinkState } from './port.js';
@@ -167,8 +168,9 @@ export class NetlinkDatapath implements Datapath {
     return matches.find((l) => !['ipvlan', 'macvlan', 'vlan'].includes(linkKind(l.attrs.linkinfo) ?? '')) ?? matches[0];
   }
 
-  async hasMaster(mac: string): Promise<boolean> {
-    return (await this.findMaster(mac)) !== undefined;
+  async eniLink(mac: string): Promise<EniLinkState | undefined> {
+    const master = await this.findMaster(mac);
+    return master ? eniLinkState(master) : undefined;
   }
 
   private linkInfo(spec: PodLinkSpec): Buffer {
@@ -189,10 +191,13 @@ export class NetlinkDatapath implements Datapath {
     let nsFd: number | undefined;
     let pod: RtNetlinkSocket | undefined;
     try {
+      refuseBootEni(spec.deviceIndex, spec.masterMac);
       const master = await this.findMaster(spec.masterMac);
       if (!master || master.data.index === undefined)
         throw new MasterMissingError(`no host interface has the ENI's MAC ${spec.masterMac}`);
       if (this.hooks.linkKind !== 'macvlan') await this.refuseModeChange(spec, master.attrs.ifname ?? spec.masterMac);
+      // Not undone: once up, another pod may be using the ENI (see eni-link.ts).
+      const eniMtu = this.hooks.skipEniUp ? (master.attrs.mtu ?? 0) : await bringEniUp(this.host, master, this.log);
       faultPoint(this.hooks, 'find-master');
       nsFd = openNetns(spec.netnsPath);
       faultPoint(this.hooks, 'open-netns');
@@ -200,7 +205,7 @@ export class NetlinkDatapath implements Datapath {
       // Created under a random name straight into the pod's netns: a name that exists on the host (or in the
       // pod) can never clash, and the link is never visible in the host namespace.
       const tempName = `vl${randomBytes(6).toString('hex')}`;
-      const mtu = spec.mtu > 0 ? spec.mtu : (master.attrs.mtu ?? 1500);
+      const mtu = spec.mtu > 0 ? spec.mtu : eniMtu;
       await nl(`create ${this.hooks.linkKind} link on ${master.attrs.ifname}`, () =>
         this.host.newLink(
           {},

@@ -1,3 +1,4 @@
+import type { EniLinkState } from './eni-link.js';
 import type { PodRouting } from './pod-routing.js';
 
 /**
@@ -16,10 +17,12 @@ export interface PodLinkSpec {
   readonly ifName: string;
   /** The ENI's MAC: the host interface is found by it, never by a guessed name. */
   readonly masterMac: string;
+  /** The ENI's device index (from the lease): 0 is the boot ENI, which setup refuses and never reconfigures. */
+  readonly deviceIndex: number;
   readonly ip: string;
   readonly prefixLength: number;
   readonly gateway: string;
-  /** 0 = the master's MTU. */
+  /** 0 = the master's MTU (EC2_ENI_MTU once setup brought a down ENI up). */
   readonly mtu: number;
   readonly mode: IpvlanMode;
   /** Tables, rules and the host veth; absent: the ipvlan link alone (L2 without a host veth). */
@@ -54,8 +57,9 @@ export interface PodLinkState {
 
 export interface Datapath {
   /**
-   * Builds the pod's link. Either completes or leaves nothing behind: every step pushes its undo, and a failure
-   * runs the stack before rethrowing.
+   * Builds the pod's link. First brings the ENI's interface up at EC2's MTU when it is down (idempotent, never
+   * undone: other pods may use it by then). Then either completes or leaves nothing behind: every step pushes
+   * its undo, and a failure runs the stack before rethrowing.
    */
   setup(spec: PodLinkSpec): Promise<PodLink>;
   /** Removes the pod's link; a missing netns or link is success ('absent'). */
@@ -64,7 +68,7 @@ export interface Datapath {
   inspectRouting(spec: PodLinkSpec): Promise<string[]>;
   /** The link as the kernel sees it now; undefined when the netns or the link is missing. */
   inspect(netnsPath: string, ifName: string): Promise<PodLinkState | undefined>;
-  /** Whether an interface with this MAC exists in the host namespace (STATUS, CHECK). */
-  hasMaster(mac: string): Promise<boolean>;
+  /** The ENI's interface in the host namespace, found by MAC; undefined when none has it (CHECK, repeated ADD). */
+  eniLink(mac: string): Promise<EniLinkState | undefined>;
   close(): void;
 }

@@ -10,13 +10,18 @@ import { inNetns } from './native.js';
  * check against addresses that are not routable at all. The kernel applies max(all, interface), so only an
  * interface whose effective value is strict is changed.
  */
+/** Guards the /proc/sys paths built from an interface name (names come from the kernel or the plugin). */
+export function assertIfName(ifName: string): void {
+  if (!/^[A-Za-z0-9_.@-]{1,15}$/.test(ifName)) throw new RangeError(`bad interface name ${ifName}`);
+}
+
 function read(path: string): number {
   return Number(readFileSync(path, 'utf8').trim());
 }
 
 /** Makes one interface of the current netns loose when it is strict; names come from the kernel or the plugin. */
 export function loosenRpFilter(ifName: string): boolean {
-  if (!/^[A-Za-z0-9_.@-]{1,15}$/.test(ifName)) throw new RangeError(`bad interface name ${ifName}`);
+  assertIfName(ifName);
   const dir = '/proc/sys/net/ipv4/conf';
   if (Math.max(read(`${dir}/all/rp_filter`), read(`${dir}/${ifName}/rp_filter`)) !== 1) return false;
   writeFileSync(`${dir}/${ifName}/rp_filter`, '2');
@@ -32,7 +37,7 @@ export function loosenRpFilter(ifName: string): boolean {
  * of the pods' `from <ip>` rules that point into an ENI (L3/L3S).
  */
 export function validateHostVethByMark(ifName: string): void {
-  if (!/^[A-Za-z0-9_.@-]{1,15}$/.test(ifName)) throw new RangeError(`bad interface name ${ifName}`);
+  assertIfName(ifName);
   writeFileSync(`/proc/sys/net/ipv4/conf/${ifName}/src_valid_mark`, '1');
 }
 
@@ -43,7 +48,7 @@ export function validateHostVethByMark(ifName: string): void {
  * but the veth changes.
  */
 export function unfilterPodVeth(nsFd: number, ifName: string): void {
-  if (!/^[A-Za-z0-9_.@-]{1,15}$/.test(ifName)) throw new RangeError(`bad interface name ${ifName}`);
+  assertIfName(ifName);
   inNetns(nsFd, () => {
     const dir = '/proc/sys/net/ipv4/conf';
     const all = read(`${dir}/all/rp_filter`);

@@ -8,6 +8,8 @@ import { ROUTING_STEPS, type RoutingStep } from './pod-routing.js';
  * - VPC_LEASE_TEST_LINK_KIND=macvlan: this machine's kernel has no ipvlan; macvlan takes the same netlink path.
  * - VPC_LEASE_TEST_FAIL_AT=<step>: fail right after <step> completed, to prove its undo runs. The steps of
  *   ROUTING_STEPS (tables, rules, host veth) run only in the configurations that need them (L3/L3S, hostVeth).
+ * - VPC_LEASE_TEST_SKIP_ENI_UP=1: setup leaves a down ENI down, the negative control showing that a plugin which
+ *   does not bring a hot-plugged ENI up gives its pods no carrier.
  */
 export const FAULT_STEPS = [
   'journal-intent',
@@ -29,6 +31,7 @@ const ALL_STEPS: readonly string[] = [...FAULT_STEPS, ...ROUTING_STEPS];
 export interface TestHooks {
   readonly linkKind: 'ipvlan' | 'macvlan';
   readonly failAt?: FaultStep;
+  readonly skipEniUp?: boolean;
 }
 
 export class InjectedFault extends VpcLeaseError {
@@ -42,7 +45,8 @@ export const NO_HOOKS: TestHooks = { linkKind: 'ipvlan' };
 export function testHooksFromEnv(env: NodeJS.ProcessEnv): TestHooks {
   const kind = env['VPC_LEASE_TEST_LINK_KIND'];
   const failAt = env['VPC_LEASE_TEST_FAIL_AT'];
-  if (!kind && !failAt) return NO_HOOKS;
+  const skipEniUp = env['VPC_LEASE_TEST_SKIP_ENI_UP'];
+  if (!kind && !failAt && !skipEniUp) return NO_HOOKS;
   if (env['VPC_LEASE_TEST_MODE'] !== '1')
     throw new CniError(
       CniCode.invalidEnvironment,
@@ -52,9 +56,12 @@ export function testHooksFromEnv(env: NodeJS.ProcessEnv): TestHooks {
     throw new CniError(CniCode.invalidEnvironment, `VPC_LEASE_TEST_LINK_KIND must be ipvlan or macvlan, got ${kind}`);
   if (failAt && !ALL_STEPS.includes(failAt))
     throw new CniError(CniCode.invalidEnvironment, `VPC_LEASE_TEST_FAIL_AT: unknown step ${failAt}`);
+  if (skipEniUp && skipEniUp !== '1')
+    throw new CniError(CniCode.invalidEnvironment, `VPC_LEASE_TEST_SKIP_ENI_UP must be 1, got ${skipEniUp}`);
   return {
     linkKind: kind === 'macvlan' ? 'macvlan' : 'ipvlan',
     ...(failAt ? { failAt: failAt as FaultStep } : {}),
+    ...(skipEniUp ? { skipEniUp: true } : {}),
   };
 }
 

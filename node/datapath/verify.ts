@@ -8,21 +8,22 @@ export interface AttachmentCheck {
 }
 
 /**
- * The whole attachment against what ADD builds for `spec`: the ENI's interface on the host, the pod's link (kind,
- * up, address, default route), and what `spec.routing` asks for (the L3/L3S rule and table route, the host veth
- * and its routes). CHECK reports the problems; a repeated ADD rebuilds when there are any.
+ * The whole attachment against what ADD builds for `spec`: the ENI's interface on the host (present and up), the
+ * pod's link (kind, up, address, default route), and what `spec.routing` asks for (the L3/L3S rule and table
+ * route, the host veth and its routes). CHECK reports the problems; a repeated ADD rebuilds when there are any.
  */
 export async function verifyAttachment(
   datapath: Datapath,
   spec: PodLinkSpec,
   linkKind: string,
 ): Promise<AttachmentCheck> {
-  if (!(await datapath.hasMaster(spec.masterMac)))
-    return { problems: [`no host interface has the ENI's MAC ${spec.masterMac}`] };
+  const eni = await datapath.eniLink(spec.masterMac);
+  if (!eni) return { problems: [`no host interface has the ENI's MAC ${spec.masterMac}`] };
+  // A down ENI leaves its pods without carrier; a repeated ADD rebuilds, and setup brings the ENI up again.
+  const problems: string[] = eni.up ? [] : [`ENI interface ${eni.name} (${spec.masterMac}) is down`];
   const link = await datapath.inspect(spec.netnsPath, spec.ifName);
-  if (!link) return { problems: [`link ${spec.ifName} is missing in ${spec.netnsPath}`] };
+  if (!link) return { problems: [...problems, `link ${spec.ifName} is missing in ${spec.netnsPath}`] };
   const cidr = `${spec.ip}/${spec.prefixLength}`;
-  const problems: string[] = [];
   if (link.kind !== linkKind) problems.push(`link ${spec.ifName} is ${link.kind ?? 'unknown'}, not ${linkKind}`);
   if (!link.up) problems.push(`link ${spec.ifName} is down`);
   if (!link.addresses.includes(cidr))

@@ -123,6 +123,7 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
       netnsPath: req.netns,
       ifName: req.ifName,
       masterMac: claimed.mac,
+      deviceIndex: claimed.deviceIndex,
       ip: claimed.ip,
       prefixLength,
       gateway: claimed.gateway,

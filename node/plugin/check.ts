@@ -47,6 +47,7 @@ export async function cmdCheck(ctx: CallContext): Promise<CniOutput> {
         netnsPath: req.netns,
         ifName: req.ifName,
         masterMac: lease.mac,
+        deviceIndex: lease.deviceIndex,
         ip: lease.ip,
         prefixLength: parseCidr(lease.subnetCidr).prefixLength,
         gateway: lease.gateway,

@@ -29,12 +29,12 @@ describe.skipIf(skipReason !== undefined)('VM: real ipvlan suite', () => {
     const policyFile = await writeNodePolicy(outDir);
     const run = await runInVm(['node', join(outDir, 'guest.mjs'), resultFile, cni, policyFile], {
       outDir,
-      timeoutS: 600,
+      timeoutS: 1_500,
       onLine: process.env['VPC_LEASE_VM_VERBOSE'] === '1' ? (line) => process.stderr.write(`vm: ${line}\n`) : undefined,
     });
     consoleTail = run.console.slice(-4000);
     if (existsSync(resultFile)) results = JSON.parse(readFileSync(resultFile, 'utf8')) as GuestCaseResult[];
-  }, 660_000);
+  }, 1_560_000);
 
   it('ran the guest suite to the end', () => {
     expect(results.length, `guest console:\n${consoleTail}`).toBeGreaterThan(0);
@@ -60,6 +60,16 @@ describe.skipIf(skipReason !== undefined)('VM: real ipvlan suite', () => {
     for (const mode of ['l2', 'l3', 'l3s']) {
       expect(results.find((r) => r.name === `guest kernel creates an ipvlan link in mode ${mode}`)?.ok).toBe(true);
     }
+  });
+
+  it('hands the plugin a down pod ENI and sees its pods cut off without the up step (issue 26)', () => {
+    const ran = results.filter((r) => r.name.startsWith('eni link: '));
+    expect(ran.map((r) => r.name)).toEqual([
+      expect.stringContaining('arrives as EC2 hot-plugs it'),
+      expect.stringContaining('negative control'),
+      expect.stringContaining('parallel ADDs bring the down ENI up'),
+    ]);
+    expect(ran.every((r) => r.ok)).toBe(true);
   });
 
   it('drives the built plugin through ADD, CHECK and DEL in all three modes', () => {

@@ -162,7 +162,10 @@ export class HostNet {
     return this.linkKind;
   }
 
-  /** The host interface of an ENI, created once: a veth whose master end has the ENI's MAC and MTU 9001. */
+  /**
+   * The host interface of an ENI, created once: a veth whose master end has the ENI's MAC and arrives as EC2
+   * hot-plugs an ENI (down, no address, MTU 1500: the plugin brings it up); the peer, the VPC's side, is up.
+   */
   async ensureEniLink(eniId: string, mac: string): Promise<string> {
     const existing = this.links.get(eniId);
     if (existing) return existing;
@@ -175,7 +178,7 @@ export class HostNet {
     this.links.set(eniId, master);
     this.persist();
     await this.track(() => run('ip', ['link', 'add', master, 'type', 'veth', 'peer', 'name', peer]));
-    await this.track(() => run('ip', ['link', 'set', master, 'address', mac, 'mtu', '9001', 'up']));
+    await this.track(() => run('ip', ['link', 'set', master, 'address', mac]));
     await this.track(() => run('ip', ['link', 'set', peer, 'mtu', '9001', 'up']));
     return master;
   }

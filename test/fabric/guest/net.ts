@@ -119,7 +119,10 @@ export function buildFabric(nodes: readonly FabricNode[]): void {
         'netns',
         node.name,
       );
-      ip('-n', node.name, 'link', 'set', eni.ifName, 'address', eni.mac, 'mtu', String(VPC_MTU), 'up');
+      // The boot ENI is the host's, configured at boot; a pod ENI arrives as EC2 hot-plugs it (down, no address,
+      // the driver's MTU) and the plugin brings it up.
+      ip('-n', node.name, 'link', 'set', eni.ifName, 'address', eni.mac);
+      if (eni.deviceIndex === 0) ip('-n', node.name, 'link', 'set', eni.ifName, 'mtu', String(VPC_MTU), 'up');
       ip('link', 'set', eni.port, 'up');
       sysctl(undefined, `net.ipv4.conf.${eni.port}.proxy_arp=1`, `net.ipv4.conf.${eni.port}.rp_filter=0`);
       const chain = `SRC-${eni.port}`;

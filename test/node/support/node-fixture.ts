@@ -21,7 +21,8 @@ const FIXTURE_VPC_ID = 'vpc-0f1x7f1x7f1x7f1x7';
 
 /**
  * One simulated node for the plugin: a dynalite table, an IMDS for its instance, a host "ENI" (a veth carrying
- * the ENI's MAC — the kernel here has no ipvlan, so pods get macvlan links on it through the same netlink path),
+ * the ENI's MAC, arriving down as EC2 hot-plugs it — the kernel here has no ipvlan, so pods get macvlan links on
+ * it through the same netlink path),
  * a private build of the binary, and helpers to run the plugin exactly as a runtime does.
  * Every name carries a per-run id so parallel runs never collide; `close` removes all of it.
  */
@@ -106,9 +107,10 @@ export class NodeFixture {
     return startFakeImds(instanceId, 'us-east-1', '123456789012', session.credentials);
   }
 
+  /** The ENI as EC2 hot-plugs it: down, no address, the driver's MTU; its peer (the VPC's side) up at 9001. */
   private createMaster(): void {
     execFileSync('ip', ['link', 'add', this.masterName, 'type', 'veth', 'peer', 'name', this.peerName]);
-    execFileSync('ip', ['link', 'set', this.masterName, 'address', this.masterMac, 'mtu', '9001', 'up']);
+    execFileSync('ip', ['link', 'set', this.masterName, 'address', this.masterMac]);
     execFileSync('ip', ['link', 'set', this.peerName, 'mtu', '9001', 'up']);
   }
 

@@ -3,7 +3,8 @@
  * root namespace plays the node's host namespace:
  * - boot0 (dummy, 10.77.0.5/24): the boot ENI and the host's address; 10.96.0.10 (host-scoped, on lo) stands in
  *   for a service address kube-proxy would DNAT;
- * - eni1 (veth, fixed MAC, device index 1): the pod ENI; its peer gw0 sits in netns `vpc`, which plays the VPC
+ * - eni1 (veth, fixed MAC, device index 1): the pod ENI, arriving down at MTU 1500 as EC2 hot-plugs it (the
+ *   plugin brings it up at 9001); its peer gw0 sits in netns `vpc`, which plays the VPC
  *   router with the subnet gateway 10.77.0.1 (and static neighbours for the pod addresses, as the VPC fabric
  *   needs no ARP);
  * - dynalite and an IMDS run in this process (so every plugin call must be spawned asynchronously).
@@ -40,6 +41,14 @@ export function sh(file: string, ...args: string[]): string {
 
 export function ip(...args: string[]): string {
   return sh('ip', ...args);
+}
+
+export function assert(condition: boolean, message: string): asserts condition {
+  if (!condition) throw new Error(message);
+}
+
+export function ok(run: PluginRun, what: string): void {
+  assert(run.code === 0, `${what} exited ${run.code}: ${run.stdout} ${run.stderr}`);
 }
 
 /** One echo; `waitS` short for the pings expected to fail (each costs its whole wait). */
@@ -114,8 +123,8 @@ export class GuestNode {
     ip('link', 'set', 'boot0', 'up');
     ip('addr', 'add', `${SERVICE_IP}/32`, 'dev', 'lo', 'scope', 'host');
     ip('netns', 'add', 'vpc');
-    ip('link', 'add', 'eni1', 'address', ENI_MAC, 'mtu', '9001', 'type', 'veth', 'peer', 'name', 'gw0', 'netns', 'vpc');
-    ip('link', 'set', 'eni1', 'up');
+    // As EC2 hot-plugs an ENI: down, no address, the driver's MTU. The plugin brings it up.
+    ip('link', 'add', 'eni1', 'address', ENI_MAC, 'type', 'veth', 'peer', 'name', 'gw0', 'netns', 'vpc');
     ip('-n', 'vpc', 'link', 'set', 'lo', 'up');
     ip('-n', 'vpc', 'link', 'set', 'gw0', 'mtu', '9001', 'up');
     ip('-n', 'vpc', 'addr', 'add', `${GATEWAY}/24`, 'dev', 'gw0');
@@ -133,10 +142,12 @@ export class GuestNode {
     await iam.start();
     const session = iam.issue('i-0123456789abcdef0', 'vpc-0a1b2c3d4e5f60718', 'vpc-lease-node');
     const imds = await startFakeImds('i-0123456789abcdef0', 'us-east-1', '123456789012', session.credentials);
+    // The guest runs ~5x slower than the host, which is itself shared: seeding must not hinge on its speed.
     const api = new LightDynamoClient({
       endpoint: dynalite.endpoint,
       region: 'us-east-1',
       credentials: async () => CREDENTIALS,
+      timeoutMs: 30_000,
     });
     const node = new GuestNode(cni, dynalite, iam, imds, new DynamoLeaseStore({ api, tableName: 'vpc-lease-vm' }));
     const leases = await node.seed(40);
@@ -185,6 +196,9 @@ export class GuestNode {
       imdsEndpoint: this.imds.endpoint,
       dynamoEndpoint: this.iam.endpoint,
       reuseWaitMs: 0,
+      // Per-request budgets sized for a slow guest on a busy host, not for EC2 (3000 / 1000 by default).
+      storeTimeoutMs: 20_000,
+      imdsTimeoutMs: 10_000,
       hostVeth: true,
       serviceCidrs: [SERVICE_CIDR],
       ...extra,

@@ -1,6 +1,18 @@
 import { ROUTING_STEPS } from '../../../node/datapath/pod-routing.js';
 import { FAULT_STEPS } from '../../../node/datapath/test-hooks.js';
-import { ENI_TABLE, GATEWAY, type GuestNode, HOST_IP, ip, type PluginRun, ping, SERVICE_IP } from './guest-node.js';
+import { eniCases } from './eni-cases.js';
+import {
+  assert,
+  ENI_TABLE,
+  GATEWAY,
+  type GuestNode,
+  HOST_IP,
+  ip,
+  ok,
+  type PluginRun,
+  ping,
+  SERVICE_IP,
+} from './guest-node.js';
 import { kernelCases } from './kernel-cases.js';
 import type { GuestCase } from './runner.js';
 
@@ -29,14 +41,6 @@ function tableText(table: number): string {
     if (/does not exist/.test(String((err as { stderr?: unknown }).stderr))) return '';
     throw err;
   }
-}
-
-function assert(condition: boolean, message: string): asserts condition {
-  if (!condition) throw new Error(message);
-}
-
-function ok(run: PluginRun, what: string): void {
-  assert(run.code === 0, `${what} exited ${run.code}: ${run.stdout} ${run.stderr}`);
 }
 
 function podIp(run: PluginRun): string {
@@ -164,6 +168,8 @@ export function guestCases(start: () => Promise<void>, node: () => GuestNode): G
   return [
     ...kernelCases,
     { name: 'guest node starts (dynalite, IMDS, boot ENI, pod ENI, VPC router)', run: start },
+    // First: the pod ENI is still as EC2 hot-plugged it, and every later case depends on ADD bringing it up.
+    ...eniCases(node),
     ...pluginCases(node),
     {
       // Invariant 7 under real ipvlan: the plugin signed with its instance's session and stayed inside its policy.
