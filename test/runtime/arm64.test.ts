@@ -4,28 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildSea, seaBaseNode } from '../../infra/build.js';
-import { ARCH_INFO, argv, crossCompilers, elfMachine, hostArch, runner } from '../../infra/cross.js';
+import { ARCH_INFO, argv, elfMachine, runner } from '../../infra/cross.js';
 import { installerFiles } from '../../infra/image/build-image.js';
 import { tar } from '../../infra/image/oci.js';
-import { missing } from '../support/capabilities.js';
 import { runPluginProcess } from '../support/plugin-process.js';
-
-/** Debian's qemu-user-static, libc6-arm64-cross and gcc-aarch64-linux-gnu (CI=true: absent is a failure). */
-function crossMissing(): string | undefined {
-  const base = missing('root');
-  if (base) return base;
-  if (hostArch() !== 'x64') return 'these tests cross-build arm64 on an x64 machine';
-  try {
-    runner('arm64');
-    crossCompilers('arm64');
-    return undefined;
-  } catch (err) {
-    const reason = (err as Error).message;
-    if (process.env['CI'] === 'true') throw new Error(`CI must run this suite, but: ${reason}`);
-    process.stderr.write(`skipping: ${reason}\n`);
-    return reason;
-  }
-}
+import { crossMissing } from './support/cross.js';
 
 const skip = crossMissing();
 /** Programs under qemu-user start in seconds, not milliseconds: each test's own limit (no speed is asserted). */
