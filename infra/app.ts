@@ -22,7 +22,8 @@ const stack = new VpcLeaseStack(app, settings.stackName, {
 settings.nodeRoleNames.forEach((name, i) => {
   stack.allocator.nodePolicy.attachToRole(iam.Role.fromRoleName(stack, `NodeRole${i}`, name));
 });
-if (settings.example) new VpcLeaseTrialStack(app, `${settings.stackName}Trial`, { env });
+if (settings.example)
+  new VpcLeaseTrialStack(app, `${settings.stackName}Trial`, { env, nodeImageUri: settings.allocator.nodeImageUri });
 
 Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));
 app.synth();

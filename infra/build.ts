@@ -34,6 +34,7 @@ import { parseArgs } from 'node:util';
 import { build, type Metafile, type Plugin } from 'esbuild';
 import { NETNS_ADDON_FILE } from '../node/datapath/native.js';
 import { SEA_NATIVE_FILES } from '../node/launcher/layout.js';
+import { type InstanceTypeTable, instanceTypeRows } from '../shared/domain/instance-types.js';
 import {
   ARCH_INFO,
   type Arch,
@@ -41,62 +42,18 @@ import {
   crossCompilers,
   elfMachine,
   hostArch,
+  nodeGypPath,
   nodePackage,
   parseArch,
   runner,
   seaNodeVersion,
+  withLock,
 } from './cross.js';
 
 const PLUGIN_FILE = 'vpc-lease-cni';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(root, 'dist');
-
-/** npm ships node-gyp; find it next to the npm that runs this Node. */
-function nodeGypPath(): string {
-  const candidates = [
-    process.env['NODE_GYP'],
-    join(
-      dirname(process.execPath),
-      '..',
-      'lib',
-      'node_modules',
-      'npm',
-      'node_modules',
-      'node-gyp',
-      'bin',
-      'node-gyp.js',
-    ),
-  ];
-  try {
-    const npm = execFileSync('sh', ['-c', 'readlink -f "$(command -v npm)"'], { encoding: 'utf8' }).trim();
-    if (npm) candidates.push(join(dirname(npm), '..', 'node_modules', 'node-gyp', 'bin', 'node-gyp.js'));
-  } catch {
-    // no npm on PATH: the other candidates remain
-  }
-  const found = candidates.find((c): c is string => c !== undefined && existsSync(c));
-  if (!found) throw new Error(`node-gyp not found (tried ${candidates.filter(Boolean).join(', ')}); set NODE_GYP`);
-  return found;
-}
-
-/** One builder at a time holds `lock` (test suites build in parallel; a lock older than 2 min is stale). */
-function withLock<T>(lock: string, fn: () => T): T {
-  for (;;) {
-    try {
-      mkdirSync(lock);
-      break;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      if (Date.now() - statSync(lock).mtimeMs > 120_000) rmSync(lock, { recursive: true, force: true });
-      else Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
-    }
-  }
-  try {
-    return fn();
-  } finally {
-    rmSync(lock, { recursive: true, force: true });
-  }
-}
 
 const NATIVE_SOURCES = ['netns.c', 'binding.gyp'];
 
@@ -189,6 +146,29 @@ function netlinkBindingBeside(dirExpr: string): Plugin {
 }
 
 /**
+ * The instance-type table (for `vpc-lease-cni max-pods`) enters the node bundle as rows in one JSON string,
+ * parsed on first use: 66 KB instead of 300 KB of object literal that every ADD would load.
+ */
+const compactInstanceTable: Plugin = {
+  name: 'compact-instance-table',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]ec2-instance-types\.json$/ }, (args) => {
+      const rows = instanceTypeRows(JSON.parse(readFileSync(args.path, 'utf8')) as InstanceTypeTable);
+      const json = JSON.stringify(rows);
+      // Names, hypervisors, numbers: nothing a single-quoted literal would have to escape (checked, not assumed).
+      if (/['\\\n]/.test(json)) throw new Error(`${args.path}: a row holds a quote, backslash or newline`);
+      const expand = join(root, 'shared', 'domain', 'instance-types.ts');
+      return {
+        contents: `import { expandInstanceRows } from ${JSON.stringify(expand)};
+export default expandInstanceRows(JSON.parse('${json}'));`,
+        loader: 'js',
+        resolveDir: dirname(args.path),
+      };
+    });
+  },
+};
+
+/**
  * Built-ins a V8 startup snapshot cannot hold (node:http keeps native parser handles; Node warns for the
  * others) are required on first use instead of when the bundle is evaluated at build time: each becomes a
  * module whose exports are getters over the real one, listed at build time so named imports still bind.
@@ -251,7 +231,10 @@ export async function buildCni(outDir: string = dist): Promise<string> {
     // Identifiers stay: error classes report `new.target.name`, and the CNI's error JSON carries it.
     minifyWhitespace: true,
     minifySyntax: true,
-    plugins: [netlinkBindingBeside("require('path').dirname(require('fs').realpathSync(process.argv[1]))")],
+    plugins: [
+      netlinkBindingBeside("require('path').dirname(require('fs').realpathSync(process.argv[1]))"),
+      compactInstanceTable,
+    ],
     logOverride: { 'empty-import-meta': 'silent' },
     metafile: true,
     legalComments: 'none',
@@ -326,7 +309,7 @@ export async function buildSea(
       format: 'cjs',
       minifyWhitespace: true,
       minifySyntax: true,
-      plugins: [netlinkBindingBeside("require('path').dirname(process.execPath)"), deferBuiltins],
+      plugins: [netlinkBindingBeside("require('path').dirname(process.execPath)"), deferBuiltins, compactInstanceTable],
       logOverride: { 'empty-import-meta': 'silent' },
       metafile: true,
       legalComments: 'none',

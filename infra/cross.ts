@@ -6,7 +6,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -198,4 +198,50 @@ export function argv(command: readonly string[]): [string, string[]] {
   const [file, ...args] = command;
   if (!file) throw new Error('empty command');
   return [file, args];
+}
+
+/** npm ships node-gyp; find it next to the npm that runs this Node. */
+export function nodeGypPath(): string {
+  const candidates = [
+    process.env['NODE_GYP'],
+    join(
+      dirname(process.execPath),
+      '..',
+      'lib',
+      'node_modules',
+      'npm',
+      'node_modules',
+      'node-gyp',
+      'bin',
+      'node-gyp.js',
+    ),
+  ];
+  try {
+    const npm = execFileSync('sh', ['-c', 'readlink -f "$(command -v npm)"'], { encoding: 'utf8' }).trim();
+    if (npm) candidates.push(join(dirname(npm), '..', 'node_modules', 'node-gyp', 'bin', 'node-gyp.js'));
+  } catch {
+    // no npm on PATH: the other candidates remain
+  }
+  const found = candidates.find((c): c is string => c !== undefined && existsSync(c));
+  if (!found) throw new Error(`node-gyp not found (tried ${candidates.filter(Boolean).join(', ')}); set NODE_GYP`);
+  return found;
+}
+
+/** One builder at a time holds `lock` (test suites build in parallel; a lock older than 2 min is stale). */
+export function withLock<T>(lock: string, fn: () => T): T {
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      if (Date.now() - statSync(lock).mtimeMs > 120_000) rmSync(lock, { recursive: true, force: true });
+      else Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
+    }
+  }
+  try {
+    return fn();
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
 }

@@ -54,7 +54,7 @@ export class VpcLeaseAllocator extends Construct {
   readonly monitoring: Monitoring;
   /** EC2 errors that are not a node's fault (launch-template.ts). */
   readonly accountErrorAlarm: cloudwatch.Alarm;
-  /** The published installer image, when `nodeImageTarball` is given. */
+  /** The installer image's URI and output, when `nodeImageUri` is given. */
   readonly nodeImage?: VpcLeaseNodeImage;
 
   constructor(scope: Construct, id: string, props: VpcLeaseAllocatorProps) {
@@ -205,8 +205,8 @@ export class VpcLeaseAllocator extends Construct {
       alarmActions: props.alarmActions ?? [],
     });
 
-    if (props.nodeImageTarball)
-      this.nodeImage = new VpcLeaseNodeImage(this, 'NodeImage', { tarballFile: props.nodeImageTarball });
+    if (props.nodeImageUri !== undefined)
+      this.nodeImage = new VpcLeaseNodeImage(this, 'NodeImage', { imageUri: props.nodeImageUri });
 
     suppressAllocatorFindings(this);
   }

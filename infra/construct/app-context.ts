@@ -25,7 +25,7 @@ export const CONTEXT_KEYS = [
   'podSubnetIds',
   'podSubnetTags',
   'securityGroupIds',
-  'ipvlanMode',
+  'nodeImageUri',
   'prefixDelegation',
   'minLeases',
   'warmLowLeases',
@@ -123,6 +123,9 @@ export function appSettingsFromContext(tryGet: (key: string) => unknown): AppSet
     return undefined;
   };
 
+  // The ipvlan mode is the node's (the DaemonSet's config.json `mode`); the control plane never had a use for it.
+  if (tryGet('ipvlanMode') !== undefined)
+    problems.push('ipvlanMode: not a stack setting; set "mode" in the DaemonSet ConfigMap\'s config.json');
   const removal = oneOf('removalPolicy', ['retain', 'destroy', 'snapshot'] as const);
   const settings: AppSettings = {
     stackName: str('stackName') ?? 'VpcLease',
@@ -137,7 +140,7 @@ export function appSettingsFromContext(tryGet: (key: string) => unknown): AppSet
       podSubnets: list('podSubnetIds'),
       podSubnetTags: tags('podSubnetTags'),
       securityGroups: list('securityGroupIds'),
-      ipvlanMode: oneOf('ipvlanMode', ['l2', 'l3', 'l3s'] as const),
+      nodeImageUri: str('nodeImageUri'),
       prefixDelegation: bool('prefixDelegation'),
       minLeases: int('minLeases'),
       warmLowLeases: int('warmLowLeases'),

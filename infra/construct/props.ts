@@ -5,7 +5,8 @@ import type * as ec2 from 'aws-cdk-lib/aws-ec2';
 import type * as iam from 'aws-cdk-lib/aws-iam';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { type ControlPlaneConfig, parseControlPlaneConfig } from '../../shared/config/control-plane.js';
-import { ValidationError } from '../../shared/errors.js';
+import { errorMessage, ValidationError } from '../../shared/errors.js';
+import { parseImageReference } from '../image/reference.js';
 
 /** Everything a cluster chooses; every prop is optional except the VPC. */
 export interface VpcLeaseAllocatorProps {
@@ -40,8 +41,6 @@ export interface VpcLeaseAllocatorProps {
    * @default the security groups of the instance's boot ENI
    */
   readonly securityGroups?: readonly (ec2.ISecurityGroup | string)[];
-  /** @default 'l2' */
-  readonly ipvlanMode?: 'l2' | 'l3' | 'l3s';
   /** Assign /28 prefixes instead of single addresses. @default false */
   readonly prefixDelegation?: boolean;
   /** Leases a node has before its launch hook completes. @default 8 */
@@ -50,7 +49,10 @@ export interface VpcLeaseAllocatorProps {
   readonly warmLowLeases?: number;
   /** Release excess above this many claimable leases. @default 16 */
   readonly warmHighLeases?: number;
-  /** Cap on leases per node (kubelet's max-pods). @default 110 */
+  /**
+   * Cap on each node's max-pods figure (`vpc-lease max-pods <type>`), which kubelet must be given and the pool
+   * never leases past. @default 110
+   */
   readonly maxPods?: number;
   /** Cooldown before a released address is reused. @default Duration.seconds(30) */
   readonly reuseWait?: Duration;
@@ -98,10 +100,11 @@ export interface VpcLeaseAllocatorProps {
   /** Actions for every alarm (an SNS topic, say). @default none */
   readonly alarmActions?: readonly cloudwatch.IAlarmAction[];
   /**
-   * The installer image archive (`npm run image` writes dist/vpc-lease-cni-image.tar): when given, it is
-   * published to the account's ECR as an asset and its URI is the stack output NodeImageUri. @default none
+   * The node installer image as `npm run -s push-image` printed it (`registry/repository@sha256:…`, or `:tag`).
+   * Nothing is published at deploy (no Docker anywhere): it becomes the stack output NodeImageUri, which
+   * `npm run -s daemonset -- <uri>` renders into the DaemonSet. @default none
    */
-  readonly nodeImageTarball?: string;
+  readonly nodeImageUri?: string;
 }
 
 /** The props after validation, in the shapes the builders take. */
@@ -143,6 +146,13 @@ export function resolveAllocatorProps(props: VpcLeaseAllocatorProps): ResolvedAl
     problems.push('clusterTagKey: must be a literal (it names an IAM condition key)');
   if (props.clusterTagKey !== undefined && props.hooklessLaunches !== true)
     problems.push('clusterTagKey: only hooklessLaunches uses it; set hooklessLaunches: true or leave it out');
+  if (props.nodeImageUri !== undefined && !Token.isUnresolved(props.nodeImageUri)) {
+    try {
+      parseImageReference(props.nodeImageUri);
+    } catch (err) {
+      problems.push(`nodeImageUri: ${errorMessage(err)}`);
+    }
+  }
   const maxConcurrency = props.maxConcurrency ?? 20;
   // SQS event sources accept MaximumConcurrency 2..1000.
   if (!Number.isInteger(maxConcurrency) || maxConcurrency < 2 || maxConcurrency > 1000)
@@ -174,7 +184,6 @@ export function resolveAllocatorProps(props: VpcLeaseAllocatorProps): ResolvedAl
       withoutUndefined({
         clusterName: props.clusterName,
         tableName: tableName === undefined || Token.isUnresolved(tableName) ? PLACEHOLDER_TABLE : tableName,
-        ipvlanMode: props.ipvlanMode,
         prefixDelegation: props.prefixDelegation,
         podSubnetIds: podSubnetIds.map((id) => (Token.isUnresolved(id) ? PLACEHOLDER_SUBNET : id)),
         podSubnetTags: props.podSubnetTags,

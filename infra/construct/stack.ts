@@ -23,7 +23,7 @@ export class VpcLeaseStack extends Stack {
     this.allocator = new VpcLeaseAllocator(this, 'Allocator', { ...props.allocator, vpc });
     new CfnOutput(this, 'TableName', {
       value: this.allocator.table.tableName,
-      description: 'The lease table: give it to the node DaemonSet (VPC_LEASE_TABLE)',
+      description: 'The lease table: the tableName of config.json in the vpc-lease-cni ConfigMap',
     });
     new CfnOutput(this, 'NodePolicyArn', {
       value: this.allocator.nodePolicy.managedPolicyArn,

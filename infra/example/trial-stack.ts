@@ -13,6 +13,8 @@ export interface VpcLeaseTrialStackProps extends StackProps {
   readonly instanceType?: string;
   /** The group starts empty (see below); this is its ceiling. @default 3 */
   readonly maxNodes?: number;
+  /** The node image `npm run -s push-image` printed; output as NodeImageUri for `npm run daemonset`. @default none */
+  readonly nodeImageUri?: string;
 }
 
 /**
@@ -85,6 +87,7 @@ export class VpcLeaseTrialStack extends Stack {
       autoScalingGroups: [this.group],
       nodeRoles: [this.nodeRole],
       removalPolicy: RemovalPolicy.DESTROY,
+      ...(props.nodeImageUri !== undefined ? { nodeImageUri: props.nodeImageUri } : {}),
     });
     new CfnOutput(this, 'TableName', { value: this.allocator.table.tableName });
     new CfnOutput(this, 'ScaleUp', {

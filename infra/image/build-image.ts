@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { SEA_NATIVE_FILES } from '../../node/launcher/layout.js';
 import { buildSea, seaDistDir } from '../build.js';
 import { ARCH_INFO, type Arch, hostArch, sharedLibraries } from '../cross.js';
-import { type OciIndex, ociImageIndex, type TarEntry } from './oci.js';
+import { type OciIndex, ociImage, ociImageIndex, type TarEntry } from './oci.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const IMAGE_FILE = 'vpc-lease-cni-image.tar';
@@ -49,22 +49,32 @@ export interface InstallerImageOptions {
   readonly arches?: readonly Arch[];
 }
 
-/** The image index of the executables under `distDir` (vpc-lease-cni and its natives beside it, per CPU). */
-export function installerImage(distDir: string, options: InstallerImageOptions = {}): OciIndex {
+/** The installer image: its archive, its digest, and each platform's manifest. */
+export type InstallerImage = Pick<OciIndex, 'tarball' | 'digest' | 'manifests'>;
+
+/**
+ * The image of the executables under `distDir` (vpc-lease-cni and its natives beside it, per CPU): for several
+ * CPUs an image index; for one, a plain image manifest of that platform (what tests that run on this machine's
+ * CPU only import and push).
+ */
+export function installerImage(distDir: string, options: InstallerImageOptions = {}): InstallerImage {
   const arches = options.arches ?? [hostArch()];
-  return ociImageIndex({
-    name: options.name ?? imageName(),
-    ...(options.gzipLevel !== undefined ? { gzipLevel: options.gzipLevel } : {}),
-    images: arches.map((arch) => {
-      const { oci, variant } = ARCH_INFO[arch];
-      return {
-        platform: { os: 'linux', architecture: oci, ...(variant ? { variant } : {}) },
-        files: installerFiles(seaDistDir(arch, distDir), arch),
-        entrypoint: [`/${IMAGE_APP_DIR}/vpc-lease-cni`, 'install'],
-        labels: { 'org.opencontainers.image.title': 'vpc-lease-cni installer' },
-      };
-    }),
+  const name = options.name ?? imageName();
+  const gzip = options.gzipLevel !== undefined ? { gzipLevel: options.gzipLevel } : {};
+  const images = arches.map((arch) => {
+    const { oci, variant } = ARCH_INFO[arch];
+    return {
+      platform: { os: 'linux', architecture: oci, ...(variant ? { variant } : {}) } as const,
+      files: installerFiles(seaDistDir(arch, distDir), arch),
+      entrypoint: [`/${IMAGE_APP_DIR}/vpc-lease-cni`, 'install'],
+      labels: { 'org.opencontainers.image.title': 'vpc-lease-cni installer' },
+    };
   });
+  if (images.length !== 1) return ociImageIndex({ name, images, ...gzip });
+  const image = ociImage({ ...images[0]!, name, ...gzip });
+  const { tarball, digest, configDigest, layerDigest, layerBytes } = image;
+  const platform = images[0]!.platform;
+  return { tarball, digest, manifests: [{ platform, digest, configDigest, layerDigest, layerBytes }] };
 }
 
 /** Writes the archive (through a rename) and returns its path. */
@@ -72,7 +82,7 @@ export function writeInstallerImage(
   distDir: string,
   out: string = join(distDir, IMAGE_FILE),
   options: InstallerImageOptions = {},
-): OciIndex & { path: string } {
+): InstallerImage & { path: string } {
   const image = installerImage(distDir, options);
   const tmp = `${out}.${process.pid}.tmp`;
   writeFileSync(tmp, image.tarball);

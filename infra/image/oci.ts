@@ -87,6 +87,7 @@ export interface OciImage {
   readonly digest: string;
   readonly layerDigest: string;
   readonly configDigest: string;
+  readonly layerBytes: number;
 }
 
 /** An OCI platform (image-spec's `platform`: GOOS/GOARCH values, arm64's variant v8). */
@@ -210,7 +211,13 @@ export function ociImage(spec: OciImageSpec): OciImage {
     config,
     layer,
   ]);
-  return { tarball, digest: manifest.digest, layerDigest: layer.digest, configDigest: config.digest };
+  return {
+    tarball,
+    digest: manifest.digest,
+    layerDigest: layer.digest,
+    configDigest: config.digest,
+    layerBytes: layer.data.length,
+  };
 }
 
 export interface OciIndexSpec {

@@ -1,6 +1,6 @@
 /**
- * `npm run daemonset -- <image>`: prints node/deploy/daemonset.yaml with its installer image replaced, e.g. by
- * the ECR URI the CDK construct publishes (its `NodeImageUri` output) or `registry/vpc-lease-cni@sha256:…`:
+ * `npm run -s daemonset -- <image uri>`: prints node/deploy/daemonset.yaml with its installer image set, e.g. to
+ * what `npm run -s push-image` printed (`registry/vpc-lease-cni@sha256:…`) or the stack's `NodeImageUri` output:
  *
  *   npm run -s daemonset -- "$(aws cloudformation describe-stacks --stack-name VpcLease \
  *     --query "Stacks[0].Outputs[?OutputKey=='NodeImageUri'].OutputValue" --output text)" | kubectl apply -f -
@@ -8,28 +8,40 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ValidationError } from '../../shared/errors.js';
+import { errorMessage, ValidationError } from '../../shared/errors.js';
+import { parseImageReference } from './reference.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const DAEMONSET_FILE = join(root, 'node', 'deploy', 'daemonset.yaml');
 
-/** An image reference: registry/path with a :tag and/or @sha256 digest, or a CloudFormation-resolved URI. */
-const IMAGE_REF = /^[a-z0-9][a-z0-9._\-/:]*(@sha256:[0-9a-f]{64})?$/;
+/**
+ * What the manifest holds where the installer image goes. A YAML mapping, not a string, so an unrendered manifest
+ * fails at `kubectl apply` (a container's image must be a string) instead of leaving every node without a plugin.
+ */
+export const IMAGE_PLACEHOLDER = '{ unrendered: "npm run -s daemonset -- <image uri>" }';
 
-/** The manifest with the `install` init container's image set to `image`; exactly one such line must exist. */
+/** The manifest with the placeholder, which must occur exactly once, replaced by `image`. */
 export function renderDaemonSet(manifest: string, image: string): string {
-  if (!IMAGE_REF.test(image)) throw new ValidationError(`not an image reference: ${JSON.stringify(image)}`);
-  const installImage = /^(\s*- name: install\n\s*image: )\S+$/gm;
-  const found = manifest.match(installImage)?.length ?? 0;
-  if (found !== 1) throw new ValidationError(`expected one install container with an image, found ${found}`);
-  return manifest.replace(installImage, (_, head: string) => `${head}${image}`);
+  parseImageReference(image);
+  const line = /^(\s*image: )(.*)$/gm;
+  const placeholders = [...manifest.matchAll(line)].filter((m) => m[2] === IMAGE_PLACEHOLDER);
+  if (placeholders.length !== 1)
+    throw new ValidationError(`expected the image placeholder once in the manifest, found ${placeholders.length}`);
+  return manifest.replace(line, (whole, head: string, value: string) =>
+    value === IMAGE_PLACEHOLDER ? `${head}${image}` : whole,
+  );
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const image = process.argv[2];
-  if (!image) {
-    process.stderr.write('usage: npm run -s daemonset -- <image uri>\n');
+  if (!image || process.argv.length > 3) {
+    process.stderr.write('usage: npm run -s daemonset -- <registry/repository:tag or @sha256:digest>\n');
     process.exit(2);
   }
-  process.stdout.write(renderDaemonSet(readFileSync(DAEMONSET_FILE, 'utf8'), image));
+  try {
+    process.stdout.write(renderDaemonSet(readFileSync(DAEMONSET_FILE, 'utf8'), image));
+  } catch (err) {
+    process.stderr.write(`daemonset: ${errorMessage(err)}\n`);
+    process.exit(2);
+  }
 }

@@ -1,3 +1,4 @@
+import { controlPlaneSchema } from '../../shared/config/control-plane.js';
 import { type ConfigOf, validate } from '../../shared/config/schema.js';
 import { errorMessage, ValidationError } from '../../shared/errors.js';
 import { parseCidr } from '../../shared/ipv4.js';
@@ -91,7 +92,7 @@ export const netconfSchema = {
     default: 120_000,
     min: 0,
     max: 3_600_000,
-    doc: 'STATUS stays ready while the store is unreachable for at most this long after it last answered (a blip must not make the node NotReady).',
+    doc: 'Ignored: STATUS never fails for the store once the node was READY in this boot. Accepted so configurations that set it still load.',
   },
   dataDir: {
     kind: 'string',
@@ -110,6 +111,14 @@ export const netconfSchema = {
   logLevel: { kind: 'enum', default: 'info', values: ['debug', 'info', 'warn', 'error'], doc: 'Log threshold.' },
   storeTimeoutMs: { kind: 'int', default: 3_000, min: 100, max: 60_000, doc: 'Per DynamoDB request.' },
   imdsTimeoutMs: { kind: 'int', default: 1_000, min: 100, max: 30_000, doc: 'Per IMDS request.' },
+  prefixDelegation: {
+    ...controlPlaneSchema.prefixDelegation,
+    doc: 'The control plane’s prefixDelegation, so `vpc-lease-cni max-pods` prints the figure the pool works to.',
+  },
+  maxPodsCap: {
+    ...controlPlaneSchema.maxPods,
+    doc: 'The control plane’s maxPods cap, so `vpc-lease-cni max-pods` prints the figure the pool works to.',
+  },
   identityCacheTtlS: {
     kind: 'int',
     default: 300,

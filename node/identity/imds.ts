@@ -1,3 +1,4 @@
+import { INSTANCE_TYPE_PATTERN } from '../../shared/domain/instance-types.js';
 import { errorMessage, VpcLeaseError } from '../../shared/errors.js';
 import { httpCall } from './http.js';
 
@@ -81,6 +82,14 @@ export class ImdsClient {
       availabilityZone: str('availabilityZone'),
       ...(typeof doc['instanceType'] === 'string' ? { instanceType: doc['instanceType'] } : {}),
     };
+  }
+
+  /** The instance's type (m5.large): what its network limits, and so its max-pods, follow from. */
+  async instanceType(): Promise<string> {
+    const type = (await this.get('/latest/meta-data/instance-type')).trim();
+    if (!INSTANCE_TYPE_PATTERN.test(type))
+      throw new ImdsError(`IMDS instance-type is not one: ${JSON.stringify(type)}`);
+    return type;
   }
 
   /** The instance profile's temporary credentials (the first role listed). */

@@ -23,7 +23,6 @@ export const controlPlaneSchema = {
     patternHint: 'a DynamoDB table name',
     doc: 'The lease table.',
   },
-  ipvlanMode: { kind: 'enum', default: 'l2', values: ['l2', 'l3', 'l3s'], doc: 'The pods’ ipvlan mode.' },
   prefixDelegation: { kind: 'bool', default: false, doc: 'Assign /28 prefixes instead of single addresses.' },
   podSubnetIds: {
     kind: 'stringList',
@@ -43,7 +42,13 @@ export const controlPlaneSchema = {
   minLeases: { kind: 'int', default: 8, min: 0, max: 4096, doc: 'Leases a node has before its launch completes.' },
   warmLowLeases: { kind: 'int', default: 4, min: 0, max: 4096, doc: 'Top up when claimable leases fall below.' },
   warmHighLeases: { kind: 'int', default: 16, min: 1, max: 4096, doc: 'Release excess above this many claimable.' },
-  maxPods: { kind: 'int', default: 110, min: 1, max: 4096, doc: 'Cap on leases per node (kubelet’s max-pods).' },
+  maxPods: {
+    kind: 'int',
+    default: 110,
+    min: 1,
+    max: 4096,
+    doc: 'Cap on each node’s max-pods figure, which kubelet is given and the pool never leases past.',
+  },
   reuseWaitMs: {
     kind: 'int',
     default: 30_000,

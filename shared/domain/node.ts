@@ -62,6 +62,10 @@ export interface NodeRecord {
   readonly phase: NodePhase;
   readonly failureReason?: string;
   readonly enis: readonly EniRecord[];
+  /**
+   * kubelet's max-pods for this node (planner maxPodsFor, the figure `vpc-lease max-pods` and
+   * `vpc-lease-cni max-pods` print), fixed when the launch is planned; the pool never leases past it. 0 until then.
+   */
   readonly maxPods: number;
   readonly createdAtMs: number;
   readonly updatedAtMs: number;

@@ -74,9 +74,10 @@ export async function adoptTemplateEnis(
     const reasons = refusals.map((r) => `${r.eniId} (device ${r.deviceIndex}): ${r.reason}`).join('; ');
     return refuse(`config: launch-template pod ENIs not adopted: ${reasons}`);
   }
-  const leaseCap = deps.config.maxPods;
+  // The figure kubelet is given caps the leases, exactly as for a planned launch.
+  const maxPods = maxPodsFor(limits, { prefixDelegation: deps.config.prefixDelegation, capPods: deps.config.maxPods });
   const addresses = ours.reduce((n, e) => n + e.secondaryIps.length + e.prefixes.length * ADDRESSES_PER_PREFIX, 0);
-  if (Math.min(addresses, leaseCap) < deps.config.minLeases)
+  if (Math.min(addresses, maxPods) < deps.config.minLeases)
     return refuse(
       `config: the launch template's pod ENIs carry ${addresses} addresses, below minLeases ${deps.config.minLeases}`,
     );
@@ -91,7 +92,7 @@ export async function adoptTemplateEnis(
     ...(node ?? pendingNodeRecord(deps, event, instanceArnOf(event), instance, limits)),
     phase: 'PROVISIONING',
     enis,
-    maxPods: maxPodsFor(limits, { prefixDelegation: deps.config.prefixDelegation, capPods: leaseCap }),
+    maxPods,
     podSubnetIds: [...new Set(enis.map((e) => e.subnetId))],
     updatedAtMs: deps.clock.nowMs(),
   };

@@ -4,6 +4,7 @@ import type { Ec2Instance } from '../ec2/port.js';
 import { declareEc2Calls } from '../ec2/rate-budget.js';
 import { errorMessage, NodeNotFoundError } from '../errors.js';
 import { METRIC_NAMES } from '../metrics.js';
+import { leaseCapFor } from '../planner/max-pods.js';
 import { abandonLaunch } from './abandon.js';
 import { budgetWait } from './budget-wait.js';
 import { done, type LifecycleDeps, type StepOutcome, wait } from './deps.js';
@@ -97,6 +98,6 @@ async function complete(deps: LifecycleDeps, event: LaunchEvent, node: NodeRecor
       : await deps.store.updateNode({ ...rest, phase: 'READY', updatedAtMs: deps.clock.nowMs() }, node.version);
   deps.metrics?.add(METRIC_NAMES.launchCompleted, {});
   const outcome = await completeLaunchAction(deps, event.lifecycle, 'CONTINUE');
-  const leases = expectedLeases(ready, deps.config.maxPods).length;
+  const leases = expectedLeases(ready, leaseCapFor(ready.maxPods, deps.config.maxPods)).length;
   return done(`node READY with ${ready.enis.length} pod ENI(s) and ${leases} lease(s); lifecycle ${outcome}`);
 }

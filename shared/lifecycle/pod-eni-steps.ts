@@ -4,6 +4,7 @@ import { Ec2ApiError, isEc2Error } from '../ec2/errors.js';
 import type { Ec2Instance } from '../ec2/port.js';
 import { eniClientToken, LIFECYCLE_OWNER, podEniTags } from '../ec2/tags.js';
 import { errorMessage, VersionConflictError } from '../errors.js';
+import { leaseCapFor } from '../planner/max-pods.js';
 import { rankSubnets } from '../planner/subnets.js';
 import { expectedLeases } from './pod-eni.js';
 import {
@@ -199,7 +200,7 @@ class PodEniSteps {
     const { minLeases } = this.options;
     if (minLeases === undefined || this.excludedSubnets.size === 0) return saved;
     const possible = Math.min(
-      this.deps.config.maxPods,
+      leaseCapFor(saved.maxPods, this.deps.config.maxPods),
       saved.enis.reduce(
         (sum, e) => sum + (e.plannedIpCount ?? 0) + (e.plannedPrefixCount ?? 0) * ADDRESSES_PER_PREFIX,
         0,
@@ -375,7 +376,7 @@ class PodEniSteps {
   private async leaseStep(node: NodeRecord): Promise<NodeRecord | undefined> {
     const attachedIdx = new Set(node.enis.filter((e) => e.step === 'ATTACHED').map((e) => e.deviceIndex));
     const room = this.options.leaseRoom === undefined ? Infinity : this.options.leaseRoom - this.leased.length;
-    const leases = expectedLeases(node, this.deps.config.maxPods)
+    const leases = expectedLeases(node, leaseCapFor(node.maxPods, this.deps.config.maxPods))
       .filter((l) => attachedIdx.has(l.deviceIndex))
       .slice(0, Math.max(0, room));
     await this.deps.store.putLeases(leases, this.deps.clock.nowMs());

@@ -36,7 +36,7 @@ export interface PlannedEni {
 
 export interface LaunchPlan {
   readonly enis: readonly PlannedEni[];
-  /** Leases the plan yields (prefix mode: capped at the lease cap, so part of the last /28 may stay unleased). */
+  /** Leases the plan yields, at most maxPods (prefix mode: part of the last /28 may then stay unleased). */
   readonly leaseCount: number;
   /** kubelet's max-pods for this node (see maxPodsFor). */
   readonly maxPods: number;
@@ -87,7 +87,8 @@ export function planLaunch(input: LaunchPlanInput): LaunchPlan {
   if (prefixDelegation && limits.hypervisor !== undefined && limits.hypervisor !== 'nitro')
     throw new PlanError('config', `prefix delegation needs a Nitro instance; ${limits.instanceType} is not one`);
   const maxPods = maxPodsFor(limits, { prefixDelegation, capPods: input.maxPods });
-  const leaseCap = input.maxPods;
+  // The node's own figure, not just the configured cap: leases beyond what kubelet admits would never be claimed.
+  const leaseCap = maxPods;
   const target = Math.min(Math.max(input.minLeases, input.warmHighLeases), leaseCap);
   const perEni = addressesPerPodEni(limits, prefixDelegation);
   const slots = freeEniSlots(limits, input.existing);

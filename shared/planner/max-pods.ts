@@ -6,7 +6,9 @@ import { ADDRESSES_PER_PREFIX, type InstanceLimits } from '../domain/limits.js';
  */
 export const DEFAULT_HOST_NETWORK_PODS = 2;
 
+/** The pool and launch configuration the figure depends on: the same on the node, in the CLI and the Lambdas. */
 export interface MaxPodsOptions {
+  /** /28 prefixes instead of single secondary addresses (ControlPlaneConfig.prefixDelegation). */
   readonly prefixDelegation: boolean;
   /** The configured cap (ControlPlaneConfig.maxPods). */
   readonly capPods: number;
@@ -50,4 +52,46 @@ export function maxPodsFor(limits: InstanceLimits, options: MaxPodsOptions): num
   const hostNetworkPods = options.hostNetworkPods ?? DEFAULT_HOST_NETWORK_PODS;
   const vpcPods = podEniSlots(limits) * addressesPerPodEni(limits, options.prefixDelegation);
   return Math.max(1, Math.min(options.capPods, vpcPods + hostNetworkPods));
+}
+
+/**
+ * The most leases a node may hold: the max-pods figure its node item records (what kubelet was given at boot),
+ * or the configured cap when that is lower (lowered since). A raised cap never lifts a running node past the
+ * figure its kubelet admits pods by. A record without a figure (0: written before planning) takes the cap.
+ */
+export function leaseCapFor(recordedMaxPods: number, capPods: number): number {
+  return recordedMaxPods > 0 ? Math.min(recordedMaxPods, capPods) : capPods;
+}
+
+/** The figure with the terms it came from, as both CLIs print it. */
+export interface MaxPodsBreakdown {
+  readonly instanceType: string;
+  readonly prefixDelegation: boolean;
+  readonly maxPods: number;
+  readonly podEniSlots: number;
+  readonly addressesPerPodEni: number;
+  readonly hostNetworkPods: number;
+  readonly capPods: number;
+}
+
+export function maxPodsBreakdown(limits: InstanceLimits, options: MaxPodsOptions): MaxPodsBreakdown {
+  return {
+    instanceType: limits.instanceType,
+    prefixDelegation: options.prefixDelegation,
+    maxPods: maxPodsFor(limits, options),
+    podEniSlots: podEniSlots(limits),
+    addressesPerPodEni: addressesPerPodEni(limits, options.prefixDelegation),
+    hostNetworkPods: options.hostNetworkPods ?? DEFAULT_HOST_NETWORK_PODS,
+    capPods: options.capPods,
+  };
+}
+
+/** `20` then `  = min(cap 110, 2 pod ENIs × 9 addresses + 2 host-network pods = 20)`. */
+export function describeMaxPods(b: MaxPodsBreakdown): string[] {
+  const uncapped = b.podEniSlots * b.addressesPerPodEni + b.hostNetworkPods;
+  const prefixes = b.prefixDelegation ? ` (${b.addressesPerPodEni / ADDRESSES_PER_PREFIX} /28 prefixes × 16)` : '';
+  return [
+    `${b.maxPods}`,
+    `  = min(cap ${b.capPods}, ${b.podEniSlots} pod ENIs × ${b.addressesPerPodEni} addresses${prefixes} + ${b.hostNetworkPods} host-network pods = ${uncapped})`,
+  ];
 }

@@ -4,6 +4,7 @@ import type { Ec2Instance } from '../ec2/port.js';
 import { VpcLeaseError } from '../errors.js';
 import { expectedLeases } from '../lifecycle/pod-eni.js';
 import { METRIC_DIMENSIONS, METRIC_NAMES, type MetricName } from '../metrics.js';
+import { leaseCapFor } from '../planner/max-pods.js';
 import type { PoolDeps } from './deps.js';
 import { reportRejected, screenLeases } from './lease-trust.js';
 import { advanceNewEnis, enisInProgress } from './new-eni.js';
@@ -36,14 +37,14 @@ export interface NodePoolReport {
   readonly waitingForAttachment: boolean;
 }
 
-export function targetsOf(deps: PoolDeps): PoolTargets {
+export function targetsOf(deps: PoolDeps, node: NodeRecord): PoolTargets {
   const { config } = deps;
   return {
     minLeases: config.minLeases,
     warmLowLeases: config.warmLowLeases,
     warmHighLeases: config.warmHighLeases,
-    // The same cap the launch applies to its leases (expectedLeases), so launch and pool agree.
-    maxLeases: config.maxPods,
+    // The node's max-pods figure, the one kubelet admits pods by; the launch caps its leases the same way.
+    maxLeases: leaseCapFor(node.maxPods, config.maxPods),
   };
 }
 
@@ -98,7 +99,7 @@ export async function manageNodePool(deps: PoolDeps, instanceArn: string): Promi
 
   const nowMs = clock.nowMs();
   const counts = countPool(leases, nowMs, config.releaseDelayMs);
-  const targets = targetsOf(deps);
+  const targets = targetsOf(deps, node);
   const needed = calculateNeededAddresses(counts, targets);
   const excess = calculateExcessAddresses(counts, targets);
   const leaseRoom = targets.maxLeases - heldOf(counts);
@@ -185,7 +186,7 @@ export async function manageNodePool(deps: PoolDeps, instanceArn: string): Promi
  */
 async function adoptRecorded(deps: PoolDeps, node: NodeRecord, leases: readonly Lease[]): Promise<number> {
   const have = new Set(leases.map((l) => l.ip));
-  const missing = expectedLeases(node, deps.config.maxPods).filter((l) => !have.has(l.ip));
+  const missing = expectedLeases(node, leaseCapFor(node.maxPods, deps.config.maxPods)).filter((l) => !have.has(l.ip));
   if (missing.length === 0) return 0;
   deps.logger.warn('leasing recorded addresses that had no lease', {
     instanceArn: node.instanceArn,
@@ -221,11 +222,9 @@ export async function sweepPools(deps: PoolDeps, concurrency = 4): Promise<Sweep
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, nodes.length)) }, worker));
-  const targets = targetsOf(deps);
+  const { warmLowLeases } = deps.config;
   // After the pass: a node topped up in this sweep is not low any more; one at its limits still is.
-  const lowOnLeases = reports.filter(
-    (r) => r.counts && r.counts.claimableNow + r.leased.length < targets.warmLowLeases,
-  ).length;
+  const lowOnLeases = reports.filter((r) => r.counts && r.counts.claimableNow + r.leased.length < warmLowLeases).length;
   deps.metrics?.add(
     METRIC_NAMES.nodesLowOnClaimableLeases,
     { [METRIC_DIMENSIONS.cluster]: deps.config.clusterName },

@@ -2,6 +2,8 @@ import { CreateNetworkInterfaceCommand, EC2Client, UnassignPrivateIpAddressesCom
 import { ReceiveMessageCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { until } from '../../infra/local/scenario/until.js';
+import { runMaxPods } from '../../node/max-pods/command.js';
+import { controlPlaneConfigFromEnv } from '../../shared/config/control-plane.js';
 import { ENI_TAGS } from '../../shared/ec2/tags.js';
 import { GC_MARK_TAG } from '../../shared/reconcile/gc-plan.js';
 import { CliFixture } from './support.js';
@@ -273,6 +275,47 @@ describe('vpc-lease CLI against the local cloud', () => {
     const ids = (back.Messages ?? []).map((m) => JSON.parse(m.Body ?? '{}').detail?.EC2InstanceId);
     expect(ids.sort()).toEqual([instanceId, waited, 'i-nope'].sort());
     sqs.destroy();
+  });
+
+  it('the node item, `vpc-lease max-pods <type>` and `vpc-lease-cni max-pods` on the node agree', async () => {
+    const instanceId = f.instanceIds[0]!;
+    const arn = f.arnOf(instanceId);
+    // The configuration the local Lambdas run with, handed to each view as that view takes it.
+    const config = controlPlaneConfigFromEnv(f.deployment.env);
+
+    // 1. What the real lifecycle handler recorded when it launched the node.
+    const node = (await f.store.getNode(arn))!;
+    expect(node.phase).toBe('READY');
+
+    // 2. The operator's CLI, for the node's type and the same settings (and its `nodes` view of the item).
+    const flags = [...(config.prefixDelegation ? ['--prefix-delegation'] : []), '--max-pods-cap', `${config.maxPods}`];
+    const cli = await f.cli('--json', 'max-pods', node.instanceType, ...flags);
+    expect(cli.code, cli.err).toBe(0);
+    const listed = await f.cli('--local', '--json', 'nodes');
+    const row = (listed.json as { instanceId: string; maxPods: number }[]).find((n) => n.instanceId === instanceId);
+
+    // 3. The node's own command: its type from its IMDS, its settings from the installer's config.
+    let out = '';
+    let err = '';
+    const code = await runMaxPods(
+      ['--json', '--config', JSON.stringify({ prefixDelegation: config.prefixDelegation, maxPodsCap: config.maxPods })],
+      { VPC_LEASE_TEST_MODE: '1', AWS_EC2_METADATA_SERVICE_ENDPOINT: await f.cloud.imds.endpointFor(instanceId) },
+      { out: (t) => (out += t), err: (t) => (err += t) },
+    );
+    expect(code, err).toBe(0);
+    const onNode = JSON.parse(out) as { instanceType: string; maxPods: number };
+
+    expect(node.instanceType).toBe('m5.large');
+    expect(onNode.instanceType).toBe(node.instanceType);
+    // m5.large with the defaults: 2 pod ENIs × 9 addresses + 2 host-network pods (EKS's formula says 29).
+    expect(node.maxPods).toBe(20);
+    expect((cli.json as { maxPods: number }).maxPods).toBe(node.maxPods);
+    expect(row?.maxPods).toBe(node.maxPods);
+    expect(onNode.maxPods).toBe(node.maxPods);
+    // And the pool holds no more leases than that figure.
+    const held = (await f.store.listLeases(arn)).filter((l) => l.state !== 'RELEASING').length;
+    expect(held).toBeGreaterThan(0);
+    expect(held).toBeLessThanOrEqual(node.maxPods);
   });
 
   it('limits and max-pods: answer from the shipped instance table, or from EC2 with --from-ec2', async () => {

@@ -65,4 +65,14 @@ describe('Stack: VpcLeaseStack', () => {
     for (const name of ['TableName', 'NodePolicyArn', 'QueueUrl', 'DeadLetterQueueUrl', 'DashboardName'])
       template.hasOutput(name, Match.anyValue());
   });
+
+  it('outputs the node image the trial is given, for npm run daemonset', () => {
+    const uri = `123456789012.dkr.ecr.eu-west-1.amazonaws.com/vpc-lease-cni@sha256:${'f'.repeat(64)}`;
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const trial = Template.fromStack(new VpcLeaseTrialStack(app, 'TrialImage', { env: TEST_ENV, nodeImageUri: uri }));
+    trial.hasOutput('NodeImageUri', { Value: uri });
+    const other = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const plain = Template.fromStack(new VpcLeaseTrialStack(other, 'TrialPlain', { env: TEST_ENV }));
+    expect(plain.findOutputs('NodeImageUri')).toEqual({});
+  });
 });

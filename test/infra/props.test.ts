@@ -45,7 +45,7 @@ describe('Construct: VpcLeaseAllocator props', () => {
     ['a concurrency cap above 1000', { maxConcurrency: 1001 }, /maxConcurrency: must be an integer between 2 and 1000/],
     ['the same group twice', { autoScalingGroups: ['a', 'a'] }, /autoScalingGroups: "a" is given twice/],
     ['a pool interval under a minute', { poolInterval: Duration.seconds(30) }, /poolInterval: must be whole minutes/],
-    ['an unknown ipvlan mode', { ipvlanMode: 'l4' as 'l2' }, /ipvlanMode: must be one of l2, l3, l3s, got "l4"/],
+    ['a node image without a tag or digest', { nodeImageUri: 'vpc-lease-cni' }, /nodeImageUri: not an image reference/],
   ])('rejects %s with a message naming the field', (_label, props, message) => {
     expect(() => buildAllocator(props)).toThrow(message);
   });
@@ -138,20 +138,21 @@ describe('App: settings from context', () => {
   it('reports every malformed context value at once', () => {
     expect(() =>
       appSettingsFromContext(
-        fromMap({ minLeases: 'eight', prefixDelegation: 'yes', ipvlanMode: 'l4', podSubnetTags: 'x' }),
+        fromMap({ minLeases: 'eight', prefixDelegation: 'yes', ipvlanMode: 'l3', podSubnetTags: 'x' }),
       ),
     ).toThrow(ValidationError);
     let message = '';
     try {
       appSettingsFromContext(
-        fromMap({ minLeases: 'eight', prefixDelegation: 'yes', ipvlanMode: 'l4', podSubnetTags: 'x' }),
+        fromMap({ minLeases: 'eight', prefixDelegation: 'yes', ipvlanMode: 'l3', podSubnetTags: 'x' }),
       );
     } catch (err) {
       message = (err as Error).message;
     }
     expect(message).toMatch(/minLeases: must be a whole number, got "eight"/);
     expect(message).toMatch(/prefixDelegation: must be true or false, got "yes"/);
-    expect(message).toMatch(/ipvlanMode: must be one of l2, l3, l3s, got "l4"/);
+    // The mode is the node's setting: a stack that was given one is told where it goes.
+    expect(message).toMatch(/ipvlanMode: not a stack setting; set "mode" in the DaemonSet ConfigMap's config.json/);
     expect(message).toMatch(/podSubnetTags: "x" is not Key=Value/);
   });
 });

@@ -5,7 +5,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../infra/construct/control-plane-function.js';
 
+const NODE_IMAGE = `123456789012.dkr.ecr.eu-west-1.amazonaws.com/vpc-lease-cni@sha256:${'d'.repeat(64)}`;
+
 interface CfnTemplate {
+  Outputs?: Record<string, { Value: unknown }>;
   Resources: Record<string, { Type: string; Properties: Record<string, unknown>; Metadata?: Record<string, unknown> }>;
   Parameters?: Record<string, unknown>;
 }
@@ -37,6 +40,8 @@ describe('CLI: cdk synth', () => {
         'autoScalingGroups=ng-a,ng-b',
         '-c',
         'nodeRoleNames=ci-node-role',
+        '-c',
+        `nodeImageUri=${NODE_IMAGE}`,
       ],
       {
         cwd: PROJECT_ROOT,
@@ -121,6 +126,15 @@ describe('CLI: cdk synth', () => {
     expect(hooks.map((h) => h.Properties.AutoScalingGroupName).sort()).toEqual(['ng-a', 'ng-a', 'ng-b', 'ng-b']);
     const policy = Object.values(template.Resources).find((r) => r.Type === 'AWS::IAM::ManagedPolicy');
     expect(policy?.Properties.Roles).toEqual(['ci-node-role']);
+  });
+
+  it('carries nodeImageUri to the NodeImageUri output, and leaves no image for deploy to build (no Docker)', () => {
+    const template = JSON.parse(readFileSync(join(outDir, 'VpcLease.template.json'), 'utf8')) as CfnTemplate;
+    expect(template.Outputs?.['NodeImageUri']?.Value).toBe(NODE_IMAGE);
+    for (const file of readdirSync(outDir).filter((f) => f.endsWith('.assets.json'))) {
+      const assets = JSON.parse(readFileSync(join(outDir, file), 'utf8')) as { dockerImages?: object };
+      expect(assets.dockerImages ?? {}, file).toEqual({});
+    }
   });
 
   it('leaves the VPC to a deploy-time parameter when no vpcId is in the context', () => {

@@ -15,6 +15,7 @@ import type { LeaseStore } from '../../shared/lease-store/port.js';
 import { expectedLeases } from '../../shared/lifecycle/pod-eni.js';
 import { createLogger, type Logger } from '../../shared/log.js';
 import { Metrics } from '../../shared/metrics.js';
+import { maxPodsFor } from '../../shared/planner/max-pods.js';
 import type { PoolDeps } from '../../shared/pool/deps.js';
 import { type DynaliteHandle, startDynalite } from '../support/dynalite.js';
 
@@ -139,7 +140,12 @@ export interface ReadyNode {
  */
 export async function readyNode(
   env: PoolEnv,
-  options: { instanceType?: string; enis?: readonly { ipCount?: number; prefixCount?: number }[] } = {},
+  options: {
+    instanceType?: string;
+    enis?: readonly { ipCount?: number; prefixCount?: number }[];
+    /** The figure the launch recorded (default: the planner's, under the current configuration). */
+    maxPods?: number;
+  } = {},
 ): Promise<ReadyNode> {
   const instanceType = options.instanceType ?? 'm5.large';
   const instance = env.sim.api.launchInstance({ instanceType, subnetId: env.subnetId });
@@ -192,7 +198,9 @@ export async function readyNode(
     podSubnetIds: [env.subnetId],
     phase: 'READY',
     enis: records,
-    maxPods: env.config.maxPods,
+    maxPods:
+      options.maxPods ??
+      maxPodsFor(limits, { prefixDelegation: env.config.prefixDelegation, capPods: env.config.maxPods }),
     createdAtMs: nowMs,
     updatedAtMs: nowMs,
     version: 1,

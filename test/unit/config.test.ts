@@ -23,7 +23,6 @@ describe('Config: control plane', () => {
     const config = parseControlPlaneConfig({});
     for (const name of Object.keys(controlPlaneSchema)) expect(config).toHaveProperty(name);
     expect(config).toEqual(defaults(controlPlaneSchema));
-    expect(config.ipvlanMode).toBe('l2');
     expect(config.reuseWaitMs).toBe(30_000);
   });
 
@@ -31,7 +30,6 @@ describe('Config: control plane', () => {
     ['clusterName', '', /clusterName: must be a non-empty string/],
     ['clusterName', 'has space', /clusterName: "has space" is not a cluster name/],
     ['tableName', 'x', /tableName: "x" is not a DynamoDB table name/],
-    ['ipvlanMode', 'l4', /ipvlanMode: must be one of l2, l3, l3s, got "l4"/],
     ['prefixDelegation', 'yes', /prefixDelegation: must be true or false/],
     ['podSubnetIds', ['subnet-1'], /podSubnetIds: "subnet-1" is not a subnet id/],
     ['podSubnetIds', 'subnet-0123abcd', /podSubnetIds: must be a list of strings/],
@@ -60,7 +58,6 @@ describe('Config: control plane', () => {
       [
         'clusterName',
         'tableName',
-        'ipvlanMode',
         'prefixDelegation',
         'podSubnetIds',
         'podSubnetTags',
@@ -80,10 +77,10 @@ describe('Config: control plane', () => {
   });
 
   it('reports every problem at once', () => {
-    const problems = problemsOf({ ipvlanMode: 'x', maxPods: 0, surprise: true });
+    const problems = problemsOf({ logLevel: 'x', maxPods: 0, surprise: true });
     expect(problems).toEqual([
-      expect.stringMatching(/^ipvlanMode:/),
       expect.stringMatching(/^maxPods:/),
+      expect.stringMatching(/^logLevel:/),
       'surprise: unknown field',
     ]);
   });

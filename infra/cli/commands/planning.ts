@@ -1,11 +1,7 @@
 import { parseControlPlaneConfig } from '../../../shared/config/control-plane.js';
+import { INSTANCE_TYPE_PATTERN } from '../../../shared/domain/instance-types.js';
 import type { InstanceLimits } from '../../../shared/domain/limits.js';
-import {
-  addressesPerPodEni,
-  DEFAULT_HOST_NETWORK_PODS,
-  maxPodsFor,
-  podEniSlots,
-} from '../../../shared/planner/max-pods.js';
+import { describeMaxPods, maxPodsBreakdown, podEniSlots } from '../../../shared/planner/max-pods.js';
 import { loadInstanceTypes } from '../../local/ec2/catalog.js';
 import { CliError, EXIT, UsageError } from '../errors.js';
 import type { CommandInput } from './command.js';
@@ -17,7 +13,7 @@ import { type Command, print } from './command.js';
  * DescribeInstanceTypes call the control plane makes.
  */
 async function limitsOf(input: CommandInput, instanceType: string): Promise<InstanceLimits> {
-  if (!/^[a-z0-9-]+\.[a-z0-9-]+$/.test(instanceType))
+  if (!INSTANCE_TYPE_PATTERN.test(instanceType))
     throw new UsageError(`${JSON.stringify(instanceType)} is not an instance type (like m5.large)`);
   if (input.line.options['from-ec2']) return input.ctx().ec2().describeInstanceLimits(instanceType);
   const limits = loadInstanceTypes().get(instanceType);
@@ -68,26 +64,8 @@ export const maxPodsCommand: Command = {
     } catch (err) {
       throw new UsageError(`--max-pods-cap: ${(err as Error).message}`);
     }
-    const maxPods = maxPodsFor(limits, { prefixDelegation, capPods });
-    const perEni = addressesPerPodEni(limits, prefixDelegation);
-    const slots = podEniSlots(limits);
-    const uncapped = slots * perEni + DEFAULT_HOST_NETWORK_PODS;
-    print(
-      input,
-      {
-        instanceType: limits.instanceType,
-        prefixDelegation,
-        maxPods,
-        podEniSlots: slots,
-        addressesPerPodEni: perEni,
-        hostNetworkPods: DEFAULT_HOST_NETWORK_PODS,
-        capPods,
-      },
-      () => [
-        `${maxPods}`,
-        `  = min(cap ${capPods}, ${slots} pod ENIs × ${perEni} addresses${prefixDelegation ? ` (${perEni / 16} /28 prefixes × 16)` : ''} + ${DEFAULT_HOST_NETWORK_PODS} host-network pods = ${uncapped})`,
-      ],
-    );
+    const breakdown = maxPodsBreakdown(limits, { prefixDelegation, capPods });
+    print(input, breakdown, () => describeMaxPods(breakdown));
     return 0;
   },
 };

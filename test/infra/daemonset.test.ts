@@ -1,0 +1,97 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { DAEMONSET_FILE, IMAGE_PLACEHOLDER, renderDaemonSet } from '../../infra/image/render-daemonset.js';
+import { type K8sObject, parseManifest } from './support/manifest.js';
+
+const manifest = readFileSync(DAEMONSET_FILE, 'utf8');
+const URI = `123456789012.dkr.ecr.eu-west-1.amazonaws.com/vpc-lease-cni@sha256:${'a'.repeat(64)}`;
+
+interface Container {
+  name: string;
+  image: unknown;
+  command?: string[];
+  securityContext?: Record<string, unknown>;
+}
+interface PodSpec {
+  priorityClassName?: string;
+  nodeSelector?: Record<string, string>;
+  tolerations?: Record<string, unknown>[];
+  initContainers: Container[];
+  containers: Container[];
+}
+
+function daemonSet(objects: K8sObject[]): {
+  spec: { updateStrategy: Record<string, unknown>; template: { spec: PodSpec } };
+} {
+  const ds = objects.find((o) => o.kind === 'DaemonSet');
+  if (!ds) throw new Error('no DaemonSet in the manifest');
+  return ds as never;
+}
+
+describe('node/deploy/daemonset.yaml, rendered', () => {
+  const objects = parseManifest(renderDaemonSet(manifest, URI));
+  const ds = daemonSet(objects);
+  const pod = ds.spec.template.spec;
+  const install = pod.initContainers.find((c) => c.name === 'install')!;
+
+  it('names the DaemonSet and ConfigMap the docs use, in kube-system', () => {
+    expect(objects.map((o) => `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`).sort()).toEqual([
+      'ConfigMap/kube-system/vpc-lease-cni',
+      'DaemonSet/kube-system/vpc-lease-cni',
+    ]);
+  });
+
+  it('runs the given image as the installer, and names no image nobody publishes', () => {
+    expect(install.image).toBe(URI);
+    const images = [...pod.initContainers, ...pod.containers].map((c) => c.image);
+    expect(images).toEqual([URI, 'registry.k8s.io/pause:3.10']);
+    expect(manifest).not.toMatch(/ghcr\.io/);
+  });
+
+  it('labels the installer spc_t, without privilege', () => {
+    expect(install.securityContext?.['seLinuxOptions']).toEqual({ level: 's0', type: 'spc_t' });
+    expect(install.securityContext?.['privileged']).toBeUndefined();
+    expect(install.securityContext?.['allowPrivilegeEscalation']).toBe(false);
+  });
+
+  it('is node-critical, on Linux nodes only, and tolerates every taint', () => {
+    expect(pod.priorityClassName).toBe('system-node-critical');
+    expect(pod.nodeSelector).toEqual({ 'kubernetes.io/os': 'linux' });
+    // A toleration without key and effect, operator Exists, matches every taint (Karpenter's startup taints too).
+    expect(pod.tolerations).toEqual([{ operator: 'Exists' }]);
+  });
+
+  it('rolls out by surge: a node keeps its pod until the new installer has run', () => {
+    expect(ds.spec.updateStrategy).toEqual({
+      type: 'RollingUpdate',
+      rollingUpdate: { maxUnavailable: 0, maxSurge: '10%' },
+    });
+  });
+});
+
+describe('renderDaemonSet', () => {
+  it('replaces the placeholder and changes no other line', () => {
+    const out = renderDaemonSet(manifest, URI);
+    const changed = out.split('\n').filter((line, i) => line !== manifest.split('\n')[i]);
+    expect(changed).toEqual([`          image: ${URI}`]);
+  });
+
+  it('leaves an image that is not a string when unrendered, which the API server refuses', () => {
+    const install = daemonSet(parseManifest(manifest)).spec.template.spec.initContainers.find(
+      (c) => c.name === 'install',
+    )!;
+    expect(typeof install.image).toBe('object');
+    expect(manifest.split('\n').filter((l) => l.trim() === `image: ${IMAGE_PLACEHOLDER}`)).toHaveLength(1);
+  });
+
+  it('takes a tag, and refuses what is not a full image reference or a manifest without the placeholder', () => {
+    expect(renderDaemonSet(manifest, 'r.example:5000/team/vpc-lease-cni:0.1.0')).toContain(
+      'image: r.example:5000/team/vpc-lease-cni:0.1.0\n',
+    );
+    expect(() => renderDaemonSet(manifest, 'x; rm -rf /')).toThrow(/not an image reference/);
+    expect(() => renderDaemonSet(manifest, 'vpc-lease-cni:0.1.0')).toThrow(/not an image reference/);
+    expect(() => renderDaemonSet(manifest, 'r.example/vpc-lease-cni')).toThrow(/not an image reference/);
+    expect(() => renderDaemonSet(manifest, '-r.example/x:1')).toThrow(/not an image reference/);
+    expect(() => renderDaemonSet(renderDaemonSet(manifest, URI), URI)).toThrow(/found 0/);
+  });
+});
