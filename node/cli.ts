@@ -4,12 +4,31 @@ import { errorMessage } from '../shared/errors.js';
 import { CniError } from './cni/errors.js';
 import { runSkel } from './cni/skel.js';
 import { NetlinkDatapath } from './datapath/netlink-datapath.js';
-import { install, installOptionsFromArgs } from './installer/install.js';
+import { type InstallOptions, install, installOptionsFromArgs } from './installer/install.js';
 import { storeReadiness } from './installer/readiness.js';
 import { SEA_NATIVE_FILES } from './launcher/layout.js';
 import { pluginHandlers } from './plugin/handlers.js';
 import { readBootId } from './plugin/status.js';
 import { openLeaseStore } from './store/open-store.js';
+
+/**
+ * A kubelet that admits more pods than this node has addresses for leaves the extra pods in ContainerCreating:
+ * say so at install time. Only a warning: the plugin still serves the pods it has addresses for.
+ */
+async function warnOnKubeletMaxPods(options: InstallOptions, env: NodeJS.ProcessEnv, say: (line: string) => void) {
+  try {
+    const { checkKubeletMaxPods } = await import('./max-pods/figure.js');
+    const check = await checkKubeletMaxPods({
+      env,
+      pluginConfig: options.pluginConfig,
+      ...(options.kubeletConfigPath ? { kubeletConfigPath: options.kubeletConfigPath } : {}),
+      ...(options.kubeletArgsPath ? { kubeletArgsPath: options.kubeletArgsPath } : {}),
+    });
+    if (check.exceeds) say(`warning: ${check.message}`);
+  } catch (err) {
+    say(`warning: cannot compare kubelet's max-pods with ours: ${errorMessage(err)}`);
+  }
+}
 
 /** `vpc-lease-cni` as the runtime calls it (CNI_* env + stdin), or `vpc-lease-cni install …` / `max-pods …`. */
 export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
@@ -33,6 +52,7 @@ export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv): P
       });
       say(`installed ${report.installed.join(', ')}; wrote ${report.conflist} (${report.written}):`);
       process.stderr.write(`${JSON.stringify(report.body)}\n`);
+      await warnOnKubeletMaxPods(options, env, say);
       return 0;
     } catch (err) {
       const details = err instanceof CniError && err.details ? ` (${err.details})` : '';

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import dynalite from 'dynalite';
+import { partitionIdOfRegion } from '../../shared/domain/partition.js';
 import { createTableInput } from '../../shared/lease-store/table.js';
 import type { Logger } from '../../shared/log.js';
 import { silentLogger } from '../../shared/log.js';
@@ -85,6 +86,8 @@ export interface QueueWithDlq {
 
 export interface LocalCloud {
   readonly region: string;
+  /** The partition of `region` (`aws-cn` for cn-north-1): every ARN the local cloud builds carries it. */
+  readonly partition: string;
   readonly accountId: string;
   readonly endpoints: LocalCloudEndpoints;
   /** AWS_ENDPOINT_URL_<SERVICE>, AWS_REGION and dummy credentials: what any SDK or CLI needs. */
@@ -268,6 +271,7 @@ export async function startLocalCloud(options: LocalCloudOptions = {}): Promise<
       sqs.engine.createQueue(name, attributes);
     return {
       region,
+      partition: partitionIdOfRegion(region),
       accountId,
       endpoints,
       env: {

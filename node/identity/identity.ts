@@ -8,6 +8,8 @@ import { DEFAULT_IMDS_ENDPOINT, ImdsClient } from './imds.js';
 export interface NodeIdentity {
   readonly document: IdentityDocument;
   readonly instanceArn: string;
+  /** The partition of the instance ARN: the one IAM puts in `ec2:SourceInstanceARN`. */
+  readonly partition: string;
   readonly credentials: AwsCredentials;
   /** Where it came from, for logs: `cache` costs no request at all. */
   readonly source: 'cache' | 'imds';
@@ -27,6 +29,8 @@ interface CacheFile {
   readonly endpoint: string;
   readonly fetchedAtMs: number;
   readonly document: IdentityDocument;
+  /** Absent in a cache written before the partition was read: such a cache is not used. */
+  readonly partition?: string;
   readonly credentials?: AwsCredentials;
 }
 
@@ -62,25 +66,31 @@ export async function loadIdentity(options: IdentityOptions): Promise<NodeIdenti
   if (
     cached &&
     cached.endpoint === endpoint &&
+    cached.partition !== undefined &&
     options.nowMs - cached.fetchedAtMs < options.ttlS * 1000 &&
     options.nowMs >= cached.fetchedAtMs &&
     (fromEnv || (cached.credentials && (cached.credentials.expirationMs ?? 0) - CREDENTIAL_MARGIN_MS > options.nowMs))
   ) {
+    const { region, accountId, instanceId } = cached.document;
+    const partition = cached.partition;
     return {
       document: cached.document,
-      instanceArn: instanceArn(cached.document.region, cached.document.accountId, cached.document.instanceId),
+      instanceArn: instanceArn(region, accountId, instanceId, partition),
+      partition,
       credentials: fromEnv ?? cached.credentials!,
       source: 'cache',
     };
   }
   const imds = new ImdsClient(endpoint, options.timeoutMs);
   const document = await imds.identityDocument();
+  const partition = await imds.partition(document.region);
   const credentials = fromEnv ?? (await imds.roleCredentials());
-  const arn = instanceArn(document.region, document.accountId, document.instanceId);
+  const arn = instanceArn(document.region, document.accountId, document.instanceId, partition);
   const file: CacheFile = {
     endpoint,
     fetchedAtMs: options.nowMs,
     document,
+    partition,
     ...(fromEnv ? {} : { credentials }),
   };
   try {
@@ -91,5 +101,5 @@ export async function loadIdentity(options: IdentityOptions): Promise<NodeIdenti
   } catch {
     // A cache we cannot write only costs the next call three IMDS requests.
   }
-  return { document, instanceArn: arn, credentials, source: 'imds' };
+  return { document, instanceArn: arn, partition, credentials, source: 'imds' };
 }

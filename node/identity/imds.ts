@@ -1,4 +1,5 @@
 import { INSTANCE_TYPE_PATTERN } from '../../shared/domain/instance-types.js';
+import { isPartition, partitionOfRegion } from '../../shared/domain/partition.js';
 import { errorMessage, VpcLeaseError } from '../../shared/errors.js';
 import { httpCall } from './http.js';
 
@@ -52,14 +53,36 @@ export class ImdsClient {
   }
 
   async get(path: string): Promise<string> {
+    const body = await this.getIfPresent(path);
+    if (body === undefined) throw new ImdsError(`failed to read IMDS ${path}: HTTP 404`);
+    return body;
+  }
+
+  /** Like get, but undefined when IMDS has no such path (HTTP 404) rather than an error. */
+  async getIfPresent(path: string): Promise<string | undefined> {
     const token = await this.sessionToken();
     const res = await httpCall('GET', this.url(path), { 'x-aws-ec2-metadata-token': token }, this.timeoutMs).catch(
       (err: unknown) => {
         throw new ImdsError(`failed to read IMDS ${path}: ${errorMessage(err)}`, { cause: err });
       },
     );
+    if (res.status === 404) return undefined;
     if (res.status !== 200) throw new ImdsError(`failed to read IMDS ${path}: HTTP ${res.status}`);
     return res.body;
+  }
+
+  /**
+   * The partition the instance runs in (`aws`, `aws-cn`, `aws-us-gov`, …): IMDS says so; an IMDS without the
+   * path (a stand-in) leaves it to the Region, whose name fixes its partition.
+   */
+  async partition(region: string): Promise<string> {
+    const answered = (await this.getIfPresent('/latest/meta-data/services/partition'))?.trim();
+    const partition = answered || partitionOfRegion(region)?.id;
+    if (!partition || !isPartition(partition))
+      throw new ImdsError(
+        `failed to tell the partition of ${region}: IMDS answered ${JSON.stringify(answered ?? null)}`,
+      );
+    return partition;
   }
 
   async identityDocument(): Promise<IdentityDocument> {

@@ -8,12 +8,14 @@ import {
   realpathSync,
   renameSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { ValidationError, VpcLeaseError } from '../../shared/errors.js';
 import { parseNetconf } from '../config/netconf.js';
 import { NETNS_ADDON_FILE } from '../datapath/native.js';
+import { ALLOW_OTHER_CNI_ENV, ALLOW_OTHER_CNI_FLAG, type ConfDirEntry, foreignPrimaryCni } from './foreign-cni.js';
 import type { ReadinessProbe } from './readiness.js';
 import { askChainedVersions, DEFAULT_CNI_VERSION, DEFAULT_CNI_VERSIONS, planVersions } from './versions.js';
 
@@ -49,6 +51,11 @@ export interface InstallOptions {
   readonly skipReadyWait: boolean;
   /** Give up waiting after this long, exiting 1 without a conflist; 0 waits as long as it takes. */
   readonly readyTimeoutS: number;
+  /** Install even though another primary CNI configuration sorts before ours (`--allow-other-cni`). */
+  readonly allowOtherCni: boolean;
+  /** Where kubelet's configuration and flags are, for the max-pods check (`--kubelet-config`, `--kubelet-args`). */
+  readonly kubeletConfigPath?: string;
+  readonly kubeletArgsPath?: string;
 }
 
 export interface InstallReport {
@@ -147,6 +154,14 @@ export async function install(options: InstallOptions, wait?: ReadyWait): Promis
     askChainedVersions(options.binDir, options.chained, options.cniVersion),
   );
   for (const warning of versions.warnings) wait?.log(`warning: ${warning}`);
+  const foreign = foreignPrimaryCni({
+    entries: confDirEntries(options.confDir),
+    ourConfName: options.confName,
+    ourPluginType: PLUGIN_TYPE,
+    confDir: options.confDir,
+  });
+  if (foreign && !options.allowOtherCni) throw new ValidationError(`install: ${foreign.message}`);
+  if (foreign) wait?.log(`warning (${ALLOW_OTHER_CNI_FLAG}): ${foreign.message}`);
   const source = realpathSync(options.source);
   const sourceDir = dirname(source);
   mkdirSync(options.binDir, { recursive: true });
@@ -184,12 +199,26 @@ export async function install(options: InstallOptions, wait?: ReadyWait): Promis
   return { installed, conflist, body, warnings: versions.warnings, written };
 }
 
+/** What the runtime would see in the conf dir: regular files (through symlinks, as libcni) with their content. */
+function confDirEntries(confDir: string): ConfDirEntry[] {
+  if (!existsSync(confDir)) return [];
+  return readdirSync(confDir).map((name) => {
+    const path = join(confDir, name);
+    try {
+      return statSync(path).isFile() ? { name, content: readFileSync(path, 'utf8') } : { name };
+    } catch {
+      return { name };
+    }
+  });
+}
+
 /** Flags without a value. */
-const SWITCHES = ['no-wait-ready'];
+const SWITCHES = ['no-wait-ready', ALLOW_OTHER_CNI_FLAG.slice(2)];
 
 /**
  * Parses `install [--bin-dir D] [--conf-dir D] [--conf-name N] [--cni-version V] [--name N] [--config JSON]
- * [--service-cidrs CIDR[,CIDR]] [--chain T[,T]] [--ready-timeout-s S] [--no-wait-ready]`.
+ * [--service-cidrs CIDR[,CIDR]] [--chain T[,T]] [--ready-timeout-s S] [--no-wait-ready] [--allow-other-cni]
+ * [--kubelet-config PATH] [--kubelet-args PATH]`.
  */
 export function installOptionsFromArgs(
   args: readonly string[],
@@ -211,7 +240,7 @@ export function installOptionsFromArgs(
   const known = [
     ...SWITCHES,
     ...['bin-dir', 'conf-dir', 'conf-name', 'cni-version', 'name', 'config', 'chain', 'service-cidrs'],
-    'ready-timeout-s',
+    ...['ready-timeout-s', 'kubelet-config', 'kubelet-args'],
   ];
   const unknown = [...flags.keys()].filter((k) => !known.includes(k));
   if (unknown.length > 0)
@@ -247,6 +276,9 @@ export function installOptionsFromArgs(
     chained: chain,
     skipReadyWait: flags.has('no-wait-ready'),
     readyTimeoutS: readyTimeout(flags.get('ready-timeout-s') ?? '0'),
+    allowOtherCni: flags.has(ALLOW_OTHER_CNI_FLAG.slice(2)) || env[ALLOW_OTHER_CNI_ENV] === 'true',
+    ...(flags.has('kubelet-config') ? { kubeletConfigPath: flags.get('kubelet-config')! } : {}),
+    ...(flags.has('kubelet-args') ? { kubeletArgsPath: flags.get('kubelet-args')! } : {}),
   };
 }
 

@@ -1,5 +1,6 @@
 import type { Agent as HttpAgent, IncomingMessage, RequestOptions } from 'node:http';
 import { Agent, request as httpRequest } from 'node:http';
+import { dnsSuffixOfRegion } from '../domain/partition.js';
 import { ValidationError } from '../errors.js';
 import type { DynamoApi } from './api.js';
 import { type CredentialsProvider, envCredentials } from './credentials.js';
@@ -37,8 +38,7 @@ const CONTENT_TYPE = 'application/x-amz-json-1.0';
 const THROTTLE_BASE_FACTOR = 4;
 
 export function defaultDynamoEndpoint(region: string): string {
-  const suffix = region.startsWith('cn-') ? 'amazonaws.com.cn' : 'amazonaws.com';
-  return `https://dynamodb.${region}.${suffix}`;
+  return `https://dynamodb.${region}.${dnsSuffixOfRegion(region)}`;
 }
 
 interface HttpResponse {

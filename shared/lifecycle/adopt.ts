@@ -9,6 +9,7 @@ import { maxPodsFor } from '../planner/max-pods.js';
 import { abandonLaunch } from './abandon.js';
 import { type LifecycleDeps, type StepOutcome, wait } from './deps.js';
 import type { LaunchEvent } from './events.js';
+import { isVpcCniEni, vpcCniReason } from './foreign-enis.js';
 import { advanceEnis } from './launch-steps.js';
 import { pendingNodeRecord } from './pending-node.js';
 
@@ -30,7 +31,7 @@ const subnetCidrs = new WeakMap<Ec2Port, Map<string, Promise<string | undefined>
  *
  * Returns undefined when the instance has no pod ENI of this cluster's template (ENIs of device index ≥ 1
  * that are not tagged for the cluster belong to someone else and are left alone): create-and-attach then
- * plans around them. A template ENI that fails verification is a configuration error every node of the
+ * plans around them. ENIs of the AWS VPC CNI are the exception: the launch fails (foreign-enis.ts). A template ENI that fails verification is a configuration error every node of the
  * group repeats, so the launch ABANDONs with `config:` and the reasons instead of spending create/attach calls
  * beside an ENI it cannot use; one still attaching waits.
  *
@@ -55,18 +56,19 @@ export async function adoptTemplateEnis(
   const candidates = attached.filter((e) => (e.attachment?.deviceIndex ?? 0) >= 1);
   const ours = candidates.filter((e) => isTemplateEni(e, deps.config.clusterName));
   const foreign = candidates.filter((e) => !ours.includes(e));
-  if (foreign.length > 0)
-    log.info('ENIs not tagged as this cluster’s launch-template ENIs are not adopted', {
-      enis: foreign.map((e) => e.eniId),
-    });
-  if (ours.length === 0) return undefined;
-
   const refuse = async (reason: string): Promise<StepOutcome> => {
     // Without an item yet, the pending one is written first, so the FAILED item keeps the type and zone.
     const fresh = node ? undefined : pendingNodeRecord(deps, event, instanceArnOf(event), instance, limits);
     const stored = node ?? (fresh && (await deps.store.createNode(fresh)) ? fresh : undefined);
     return abandonLaunch(deps, event, stored, reason);
   };
+  const vpcCni = foreign.filter(isVpcCniEni);
+  if (vpcCni.length > 0) return refuse(vpcCniReason(instance.instanceId, vpcCni));
+  if (foreign.length > 0)
+    log.info('ENIs not tagged as this cluster’s launch-template ENIs are not adopted', {
+      enis: foreign.map((e) => e.eniId),
+    });
+  if (ours.length === 0) return undefined;
   if (ours.some((e) => e.attachment?.status === 'attaching'))
     return wait('launch-template ENIs still attaching', 'attaching');
   const refusals = ours.flatMap((e) => verify(e, instance, deps.config.prefixDelegation));

@@ -1,5 +1,6 @@
 import type { LifecycleActionRef } from '../autoscaling/port.js';
 import { isInstanceId } from '../domain/arn.js';
+import { partitionOfRegion } from '../domain/partition.js';
 import { ValidationError } from '../errors.js';
 import { HOOKLESS_LAUNCH_STATES } from './hookless.js';
 
@@ -82,10 +83,13 @@ function str(obj: Record<string, unknown>, key: string, what: string): string {
   return value;
 }
 
-function partitionOf(obj: Record<string, unknown>): string {
+/** The partition of the event's resource ARN, else of its Region: never assumed `aws`. */
+function partitionOf(obj: Record<string, unknown>, region: string): string {
   const resources = obj['resources'];
   const first = Array.isArray(resources) && typeof resources[0] === 'string' ? resources[0] : '';
-  return /^arn:([a-z-]+):/.exec(first)?.[1] ?? 'aws';
+  const partition = /^arn:([a-z-]+):/.exec(first)?.[1] ?? partitionOfRegion(region)?.id;
+  if (!partition) throw new ValidationError(`event has no resource ARN and region ${region} is in no known partition`);
+  return partition;
 }
 
 /** @throws ValidationError for a body that is not JSON or lacks what its detail type needs. */
@@ -118,7 +122,7 @@ export function parseLifecycleEvent(body: string): LifecycleEvent {
   const base = {
     region: str(raw, 'region', 'event'),
     accountId: str(raw, 'account', 'event'),
-    partition: partitionOf(raw),
+    partition: partitionOf(raw, str(raw, 'region', 'event')),
     timeMs,
     retry,
     raw,

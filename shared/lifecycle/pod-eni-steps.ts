@@ -6,6 +6,7 @@ import { eniClientToken, LIFECYCLE_OWNER, podEniTags } from '../ec2/tags.js';
 import { errorMessage, VersionConflictError } from '../errors.js';
 import { leaseCapFor } from '../planner/max-pods.js';
 import { rankSubnets } from '../planner/subnets.js';
+import { ForeignEniError, occupiedIndexReason } from './foreign-enis.js';
 import { expectedLeases } from './pod-eni.js';
 import {
   type EniWriter,
@@ -162,6 +163,8 @@ class PodEniSteps {
 
   /** Unrecoverable EC2 answers refuse; throttling and eventual consistency wait; anything else is thrown. */
   private judge(node: NodeRecord, failures: StepFailure[]): PodEniOutcome {
+    const foreign = failures.map((f) => f.err).find((e) => e instanceof ForeignEniError);
+    if (foreign) return { kind: 'refused', node, reason: foreign.reason, failures, ...this.progress() };
     const ec2Errors = failures.map((f) => f.err).filter((e): e is Ec2ApiError => isEc2Error(e));
     const unrecoverable = ec2Errors.find((e) => !e.retryable);
     if (unrecoverable)
@@ -329,6 +332,12 @@ class PodEniSteps {
           attachmentId: att.attachmentId,
           ...(att.deleteOnTermination ? { deleteOnTermination: true } : {}),
         };
+      // Someone else's ENI took the planned index after the plan (aws-node attaches as soon as it runs).
+      const occupant = (await this.deps.ec2.describeNetworkInterfaces({ attachedTo: this.instanceId })).find(
+        (o) => o.eniId !== eniId && o.attachment?.deviceIndex === e.deviceIndex,
+      );
+      if (occupant)
+        throw new ForeignEniError(occupiedIndexReason(this.instanceId, e.deviceIndex, occupant), { cause: err });
       throw err;
     }
   }

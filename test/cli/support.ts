@@ -96,7 +96,7 @@ export class CliFixture {
   }
 
   arnOf(instanceId: string): string {
-    return instanceArn(this.cloud.region, this.cloud.accountId, instanceId);
+    return instanceArn(this.cloud.region, this.cloud.accountId, instanceId, this.cloud.partition);
   }
 
   /** The CLI in-process, with `--local` pointing at this fixture's state file. */

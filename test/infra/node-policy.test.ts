@@ -16,8 +16,8 @@ import { TEST_ENV, TEST_VPC_ID } from './support/stacks.js';
 const { account, region } = TEST_ENV;
 const TABLE_ARN = `arn:aws:dynamodb:${region}:${account}:table/prod-1-leases-v2`;
 const INDEX_ARN = `${TABLE_ARN}/index/${CLAIMABLE_INDEX.name}`;
-const OWN = instanceArn(region, account, 'i-0123456789abcdef0');
-const OTHER = instanceArn(region, account, 'i-0fedcba9876543210');
+const OWN = instanceArn(region, account, 'i-0123456789abcdef0', 'aws');
+const OTHER = instanceArn(region, account, 'i-0fedcba9876543210', 'aws');
 
 type Context = Record<string, string | string[] | undefined>;
 

@@ -18,7 +18,7 @@ const INDEX_ARN = `${TABLE_ARN}/index/${CLAIMABLE_INDEX.name}`;
 const ec2Arn = (kind: string, id: string): string => `arn:aws:ec2:${region}:${account}:${kind}/${id}`;
 
 const instanceIdArb = fc.stringMatching(/^i-[0-9a-f]{17}$/);
-const arnOf = (id: string): string => instanceArn(region, account, id);
+const arnOf = (id: string): string => instanceArn(region, account, id, 'aws');
 const nodeActionArb = fc.constantFrom(...NODE_TABLE_ACTIONS);
 const tableResourceArb = fc.constantFrom(TABLE_ARN, INDEX_ARN);
 

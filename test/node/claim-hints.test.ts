@@ -14,7 +14,7 @@ import { createTableInput } from '../../shared/lease-store/table.js';
 import { type DynaliteHandle, startDynalite } from '../support/dynalite.js';
 
 const credentials = { accessKeyId: 'test', secretAccessKey: 'test' };
-const arn = instanceArn('us-east-1', '123456789012', 'i-0123456789abcdef0');
+const arn = instanceArn('us-east-1', '123456789012', 'i-0123456789abcdef0', 'aws');
 const holder = (id: string) => ({ containerId: id, ifName: 'eth0', netns: `/var/run/netns/${id}` });
 const T0 = 1_800_000_000_000;
 

@@ -29,7 +29,7 @@ describe('install waits for the node to be READY in the store (dynalite, IMDS)',
   beforeAll(async () => {
     dynalite = await startDynalite();
     imds = await startFakeImds('i-0fedcba9876543210');
-    arn = instanceArn('us-east-1', '123456789012', imds.instanceId);
+    arn = instanceArn('us-east-1', '123456789012', imds.instanceId, 'aws');
     const credentials = { accessKeyId: 'test', secretAccessKey: 'test' };
     const ddb = new DynamoDBClient({ endpoint: dynalite.endpoint, region: 'us-east-1', credentials });
     await ddb.send(new CreateTableCommand(createTableInput(tableName)));

@@ -95,6 +95,50 @@ describe('install', () => {
     );
   });
 
+  describe("another primary CNI's configuration (aws-node's 10-aws.conflist sorts first)", () => {
+    const awsNode = { cniVersion: '0.4.0', name: 'aws-cni', plugins: [{ type: 'aws-cni' }, { type: 'portmap' }] };
+    const binaries = () => ['vpc-lease-cni', ...SUPPORT_FILES].filter((f) => existsSync(join(binDir, f)));
+
+    it('refuses before copying anything, naming the file and the fix', async () => {
+      mkdirSync(confDir);
+      writeFileSync(join(confDir, '10-aws.conflist'), JSON.stringify(awsNode));
+      await expect(install(args('--no-wait-ready'))).rejects.toThrow(
+        /10-aws\.conflist.*delete daemonset aws-node.*--allow-other-cni/s,
+      );
+      expect(binaries()).toEqual([]);
+      expect(existsSync(join(confDir, '10-vpc-lease.conflist'))).toBe(false);
+    });
+
+    it('installs with --allow-other-cni (or its environment variable), saying what will win', async () => {
+      mkdirSync(confDir);
+      writeFileSync(join(confDir, '10-aws.conflist'), JSON.stringify(awsNode));
+      const lines: string[] = [];
+      const wait: ReadyWait = {
+        probe: async () => undefined,
+        sleep: async () => undefined,
+        nowMs: () => 0,
+        log: (l) => lines.push(l),
+      };
+      await install(args('--no-wait-ready', '--allow-other-cni'), wait);
+      expect(conflist().plugins[0].type).toBe('vpc-lease-cni');
+      expect(lines.some((l) => l.includes('10-aws.conflist'))).toBe(true);
+      const fromEnv = installOptionsFromArgs(
+        ['--service-cidrs', '10.96.0.0/12'],
+        { VPC_LEASE_ALLOW_OTHER_CNI: 'true' },
+        source,
+      );
+      expect(fromEnv.allowOtherCni).toBe(true);
+    });
+
+    it('a file that sorts after ours, or one that is not a CNI configuration, does not stop it', async () => {
+      mkdirSync(confDir);
+      writeFileSync(join(confDir, '20-aws.conflist'), JSON.stringify(awsNode));
+      writeFileSync(join(confDir, '05-aws.conflist.bak'), JSON.stringify(awsNode));
+      await install(args('--no-wait-ready'));
+      expect(binaries()).toContain('vpc-lease-cni');
+    });
+  });
+
   it('parses the wait flags and refuses a bad timeout', () => {
     expect(args()).toMatchObject({ skipReadyWait: false, readyTimeoutS: 0 });
     expect(args('--no-wait-ready', '--ready-timeout-s', '600')).toMatchObject({

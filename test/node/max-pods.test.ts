@@ -180,5 +180,27 @@ describe('vpc-lease-cni max-pods', () => {
     const cni = await buildCni(join(dir, 'bin'));
     const { stdout } = await run(cni, ['max-pods', '--config', '{}', '--json'], { env: envFor('m5.large') });
     expect(JSON.parse(stdout)).toMatchObject({ instanceType: 'm5.large', maxPods: 20, podEniSlots: 2 });
+    // The installer runs the same check after installing: a warning, never a failed install.
+    const kubelet = (maxPods: number) => {
+      const path = join(dir, `installer-kubelet-${maxPods}.json`);
+      writeFileSync(path, JSON.stringify({ maxPods }));
+      return path;
+    };
+    const install = (maxPods: number) => {
+      const target = mkdtempSync(join(dir, 'install-'));
+      return run(
+        cni,
+        ['install', '--no-wait-ready', '--bin-dir', join(target, 'bin'), '--conf-dir', join(target, 'net.d')].concat([
+          '--service-cidrs',
+          '10.96.0.0/12',
+          '--kubelet-config',
+          kubelet(maxPods),
+        ]),
+        { env: envFor('m5.large') },
+      );
+    };
+    expect((await install(29)).stderr).toMatch(/warning: [^\n]*max-pods[^\n]*29/);
+    const within = (await install(20)).stderr;
+    expect(within, within).not.toMatch(/warning: [^\n]*max-pods/);
   }, 120_000);
 });

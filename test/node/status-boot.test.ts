@@ -35,7 +35,7 @@ describe('STATUS: 50 only for node-local causes (dynalite, IMDS, injected clock 
   beforeAll(async () => {
     dynalite = await startDynalite();
     imds = await startFakeImds('i-0123456789abcdef0');
-    arn = instanceArn('us-east-1', '123456789012', imds.instanceId);
+    arn = instanceArn('us-east-1', '123456789012', imds.instanceId, 'aws');
     dir = mkdtempSync(join(tmpdir(), 'vpc-lease-status-'));
     const credentials = { accessKeyId: 'test', secretAccessKey: 'test' };
     const ddb = new DynamoDBClient({ endpoint: dynalite.endpoint, region: 'us-east-1', credentials });

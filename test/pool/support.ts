@@ -149,7 +149,7 @@ export async function readyNode(
 ): Promise<ReadyNode> {
   const instanceType = options.instanceType ?? 'm5.large';
   const instance = env.sim.api.launchInstance({ instanceType, subnetId: env.subnetId });
-  const arn = instanceArn(REGION, ACCOUNT, instance.instanceId);
+  const arn = instanceArn(REGION, ACCOUNT, instance.instanceId, 'aws');
   const nowMs = env.clock.nowMs();
   const limits = await env.ec2.describeInstanceLimits(instanceType);
   const records: EniRecord[] = [];

@@ -77,7 +77,7 @@ describe('Pool and reconciler on lifecycle-built nodes', () => {
   it('tops up, adds an ENI, releases excess, and leaves nothing after terminate and reconcile', async () => {
     env = await startPoolEnv({ config: { minLeases: 4, warmLowLeases: 3, warmHighLeases: 6 } });
     const instanceId = env.sim.api.launchInstance({ instanceType: 'm5.large', subnetId: env.subnetId }).instanceId;
-    const arn = instanceArn(REGION, ACCOUNT, instanceId);
+    const arn = instanceArn(REGION, ACCOUNT, instanceId, 'aws');
     const results: LifecycleResult[] = [];
     await drive(env, lifecycleBody(LAUNCH_DETAIL_TYPE, 'autoscaling:EC2_INSTANCE_LAUNCHING', instanceId), results);
     expect(results).toEqual(['CONTINUE']);

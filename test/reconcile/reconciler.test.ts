@@ -67,7 +67,7 @@ describe('Reconciler: leaked ENIs', () => {
     const inProgress = await createdEni(env, b.instanceId, 1, t0);
     env.clock.advance(MIN_AGE_MS + 1);
     const nodeB: NodeRecord = {
-      instanceArn: instanceArn(REGION, ACCOUNT, b.instanceId),
+      instanceArn: instanceArn(REGION, ACCOUNT, b.instanceId, 'aws'),
       instanceId: b.instanceId,
       instanceType: 'm5.large',
       availabilityZone: b.availabilityZone,
@@ -304,9 +304,9 @@ describe('Reconciler: stray leases and GONE items', () => {
     await env.store.createNode({ ...gone.node, phase: 'GONE', updatedAtMs: env.clock.nowMs(), version: 1 });
     await env.store.putLeases([template!], env.clock.nowMs());
     // Leases with no node item at all: of an instance EC2 does not know, and of a running one.
-    const unknownArn = instanceArn(REGION, ACCOUNT, 'i-0000000000000beef');
+    const unknownArn = instanceArn(REGION, ACCOUNT, 'i-0000000000000beef', 'aws');
     const running = env.sim.api.launchInstance({ instanceType: 'm5.large', subnetId: env.subnetId });
-    const runningArn = instanceArn(REGION, ACCOUNT, running.instanceId);
+    const runningArn = instanceArn(REGION, ACCOUNT, running.instanceId, 'aws');
     await env.store.putLeases(
       [
         { ...template!, instanceArn: unknownArn },

@@ -61,8 +61,10 @@ export class Battlefield {
     closers.push(cloud.ec2.api.onCall((call) => this.ec2Calls.push(call)));
   }
 
-  static async start(nodeCount = 3): Promise<Battlefield> {
+  /** `region` picks the partition too (cn-north-1 is `aws-cn`): every ARN of the cloud and its IAM carries it. */
+  static async start(nodeCount = 3, region?: string): Promise<Battlefield> {
     const cloud = await startLocalCloud({
+      ...(region ? { region } : {}),
       timeScale: 0.02,
       leaseTable: TABLE,
       seedNetwork: true,

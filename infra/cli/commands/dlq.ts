@@ -6,7 +6,7 @@ import {
   StartMessageMoveTaskCommand,
 } from '@aws-sdk/client-sqs';
 import { instanceArn } from '../../../shared/domain/arn.js';
-import { parseLifecycleEvent } from '../../../shared/lifecycle/events.js';
+import { type LifecycleEvent, parseLifecycleEvent } from '../../../shared/lifecycle/events.js';
 import type { CliContext } from '../context.js';
 import { CliError, EXIT } from '../errors.js';
 import { table } from '../table.js';
@@ -66,12 +66,12 @@ async function peek(ctx: CliContext, queueUrl: string): Promise<Message[]> {
   return [...seen.values()];
 }
 
-function parseError(body: string): string | undefined {
+/** The handler's own reading of the body, or the error it threw on every delivery. */
+function parseBody(body: string): { event: LifecycleEvent } | { error: string } {
   try {
-    parseLifecycleEvent(body);
-    return undefined;
+    return { event: parseLifecycleEvent(body) };
   } catch (err) {
-    return (err as Error).message;
+    return { error: (err as Error).message };
   }
 }
 
@@ -92,16 +92,17 @@ async function describe(ctx: CliContext, m: Message): Promise<DeadEvent> {
   const instanceId = (d['EC2InstanceId'] ?? d['instance-id'] ?? null) as string | null;
   let lastError = 'no failure recorded on the node item; see the lifecycle function’s logs';
   const retry = event.vpcLease;
-  const invalid = parseError(m.Body ?? '');
-  if (invalid) {
-    // The handler's own parser refuses the body: the error it threw on every delivery.
-    lastError = `invalid event: ${invalid}`;
+  const parsed = parseBody(m.Body ?? '');
+  if ('error' in parsed) {
+    lastError = `invalid event: ${parsed.error}`;
   } else if (retry?.reason) {
     // A re-enqueued event carries why it had to wait (shared/lifecycle/events.ts requeueBody).
     lastError = `attempt ${retry.attempt ?? '?'}: ${retry.reason}`;
-  } else if (instanceId && event.region && event.account) {
+  } else if (parsed.event.kind !== 'ignored') {
+    // The ARN as the handler built it, with the event's partition: an aws-cn node's item is not under arn:aws.
+    const { region, accountId, instanceId: id, partition } = parsed.event;
     try {
-      const node = await ctx.store().getNode(instanceArn(event.region, event.account, instanceId));
+      const node = await ctx.store().getNode(instanceArn(region, accountId, id, partition));
       if (node?.failureReason) lastError = `${node.phase}: ${node.failureReason}`;
       else if (!node) lastError = 'no node item (the event failed before creating it); see the function’s logs';
     } catch {

@@ -116,7 +116,7 @@ function groupXml(group: Group): Record<string, XmlValue> {
     })),
     TerminationPolicies: ['Default'],
     NewInstancesProtectedFromScaleIn: group.newInstancesProtectedFromScaleIn,
-    ServiceLinkedRoleARN: `arn:aws:iam::${group.arn.split(':')[4]}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling`,
+    ServiceLinkedRoleARN: `arn:${group.arn.split(':')[1]}:iam::${group.arn.split(':')[4]}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling`,
     ...(group.deleting ? { Status: 'Delete in progress' } : {}),
   };
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { partitionIdOfRegion } from '../../../shared/domain/partition.js';
 import { errorMessage } from '../../../shared/errors.js';
 import type { Logger } from '../../../shared/log.js';
 import { silentLogger } from '../../../shared/log.js';
@@ -107,7 +108,7 @@ export class AutoScalingSimulator {
     }
     const group: Group = {
       name: input.name,
-      arn: `arn:aws:autoscaling:${this.region}:${this.accountId}:autoScalingGroup:${randomUUID()}:autoScalingGroupName/${input.name}`,
+      arn: `arn:${partitionIdOfRegion(this.region)}:autoscaling:${this.region}:${this.accountId}:autoScalingGroup:${randomUUID()}:autoScalingGroupName/${input.name}`,
       createdMs: this.nowMs(),
       minSize: input.minSize,
       maxSize: input.maxSize,

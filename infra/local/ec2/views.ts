@@ -9,6 +9,7 @@ import type {
   Vpc,
 } from '@aws-sdk/client-ec2';
 import type { InstanceLimits } from '../../../shared/domain/limits.js';
+import { partitionIdOfRegion } from '../../../shared/domain/partition.js';
 import { type EniRecord, INSTANCE_STATE_CODES, type InstanceRecord, type Tags } from './model.js';
 import type { Ec2World } from './world.js';
 
@@ -52,7 +53,7 @@ export function subnetView(world: Ec2World, subnetId: string): Subnet {
     OwnerId: world.config.accountId,
     DefaultForAz: false,
     MapPublicIpOnLaunch: s.mapPublicIpOnLaunch,
-    SubnetArn: `arn:aws:ec2:${world.config.region}:${world.config.accountId}:subnet/${s.subnetId}`,
+    SubnetArn: `arn:${partitionIdOfRegion(world.config.region)}:ec2:${world.config.region}:${world.config.accountId}:subnet/${s.subnetId}`,
     Tags: tagList(s.tags),
   };
 }

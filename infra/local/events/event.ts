@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { partitionIdOfRegion } from '../../../shared/domain/partition.js';
 import type { InstanceStateChange } from '../ports.js';
 
 /**
@@ -89,7 +90,7 @@ export function instanceStateChangeEvent(
     account: accountId,
     time: eventTime(change.atMs),
     region,
-    resources: [`arn:aws:ec2:${region}:${accountId}:instance/${change.instanceId}`],
+    resources: [`arn:${partitionIdOfRegion(region)}:ec2:${region}:${accountId}:instance/${change.instanceId}`],
     detail: { 'instance-id': change.instanceId, state: change.state },
   };
 }

@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Agent, request as httpRequest } from 'node:http';
 import { DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { instanceArn } from '../../../shared/domain/arn.js';
+import { partitionIdOfRegion } from '../../../shared/domain/partition.js';
 import type { AwsCredentials } from '../../../shared/dynamo/sigv4.js';
 import type { HttpListener } from '../sqs/http-listener.js';
 import { listen } from '../sqs/http-listener.js';
@@ -82,8 +83,11 @@ export class IamEndpoint {
   /** Denied node requests, oldest first (bounded). */
   readonly denials: IamDecisionRecord[] = [];
   readonly counts = { allowed: 0, denied: 0, controlPlane: 0, unauthenticated: 0 };
+  /** The Region's partition: in every ARN here, and the one the policy's `${AWS::Partition}` resolves to. */
+  readonly partition: string;
 
   constructor(private readonly options: IamEndpointOptions) {
+    this.partition = partitionIdOfRegion(options.region);
     this.describer = new DynamoDBClient({
       endpoint: options.target,
       region: options.region,
@@ -99,11 +103,16 @@ export class IamEndpoint {
   async start(port = 0, host?: string): Promise<void> {
     // The evaluator loads its IAM data on first use (seconds under the VM's emulation): pay it here, not inside
     // the first node request's timeout.
-    await evaluate([{ Statement: [] }], `arn:aws:iam::${this.options.accountId}:root`, this.options.accountId, {
-      action: 'dynamodb:GetItem',
-      resource: `arn:aws:dynamodb:${this.options.region}:${this.options.accountId}:table/warm-up`,
-      context: {},
-    });
+    await evaluate(
+      [{ Statement: [] }],
+      `arn:${this.partition}:iam::${this.options.accountId}:root`,
+      this.options.accountId,
+      {
+        action: 'dynamodb:GetItem',
+        resource: `arn:${this.partition}:dynamodb:${this.options.region}:${this.options.accountId}:table/warm-up`,
+        context: {},
+      },
+    );
     this.listener = await listen((request, body, response) => this.handle(request, body, response), port, host);
   }
 
@@ -119,7 +128,7 @@ export class IamEndpoint {
     if (existing) return existing;
     const session: InstanceSession = {
       instanceId,
-      instanceArn: instanceArn(this.options.region, this.options.accountId, instanceId),
+      instanceArn: instanceArn(this.options.region, this.options.accountId, instanceId, this.partition),
       vpcId,
       roleName,
       credentials: {
@@ -146,6 +155,7 @@ export class IamEndpoint {
       policy = localizePolicy(this.options.policy, {
         region: this.options.region,
         accountId: this.options.accountId,
+        partition: this.partition,
         // A table no request names: without a lease table the policy allows nothing.
         tableName: this.options.tableName ?? '-no-lease-table-',
         vpcId,
@@ -208,7 +218,7 @@ export class IamEndpoint {
       typeof target === 'string' && target.startsWith(TARGET_PREFIX) ? target.slice(TARGET_PREFIX.length) : 'Unknown';
     const denied = await this.firstDenied(session, operation, body);
     if (denied) {
-      const principal = `arn:aws:sts::${this.options.accountId}:assumed-role/${session.roleName}/${session.instanceId}`;
+      const principal = `arn:${this.partition}:sts::${this.options.accountId}:assumed-role/${session.roleName}/${session.instanceId}`;
       coralError(
         response,
         'AccessDeniedException',
@@ -233,6 +243,7 @@ export class IamEndpoint {
       requests = await iamRequestsOf(operation, parsed, {
         region: this.options.region,
         accountId: this.options.accountId,
+        partition: this.partition,
         schemaOf: (table) => this.schemaOf(table),
       });
     } catch {
@@ -250,7 +261,7 @@ export class IamEndpoint {
         'ec2:SourceInstanceARN': session.instanceArn,
         'aws:SourceVpc': session.vpcId,
       };
-      const principal = `arn:aws:sts::${this.options.accountId}:assumed-role/${session.roleName}/${session.instanceId}`;
+      const principal = `arn:${this.partition}:sts::${this.options.accountId}:assumed-role/${session.roleName}/${session.instanceId}`;
       const allowed = await this.decide(vpcId, policy, principal, { ...r, context });
       this.record(session, operation, r, allowed);
       if (!allowed) return r;

@@ -1,3 +1,4 @@
+import { dnsSuffixOfRegion, partitionIdOfRegion } from '../../../shared/domain/partition.js';
 import { concretize } from './intrinsics.js';
 
 /** An IAM policy document as IAM reads it (after CloudFormation resolved it). */
@@ -28,14 +29,14 @@ export const SYNTH_ACCOUNT = '000000000000';
 
 /** The policy with the table ARN, Region, account and VPC of this local cloud in place of the intrinsics. */
 export function localizePolicy(policy: SynthesizedNodePolicy, values: LocalPolicyValues): PolicyDocument {
-  const partition = values.partition ?? 'aws';
+  const partition = values.partition ?? partitionIdOfRegion(values.region);
   const tableArn = `arn:${partition}:dynamodb:${values.region}:${values.accountId}:table/${values.tableName}`;
   const id = policy.tableLogicalId;
   const refs = {
     'AWS::Partition': partition,
     'AWS::Region': values.region,
     'AWS::AccountId': values.accountId,
-    'AWS::URLSuffix': 'amazonaws.com',
+    'AWS::URLSuffix': dnsSuffixOfRegion(values.region),
     [id]: values.tableName,
     [`${id}.Arn`]: tableArn,
     [`${id}.StreamArn`]: `${tableArn}/stream/local`,

@@ -1,3 +1,4 @@
+import { partitionOfRegion } from '../../../shared/domain/partition.js';
 import type { Ec2SimulatorApi, SimInstance, SimInterface } from '../ports.js';
 
 /**
@@ -75,6 +76,8 @@ export function metadataTree(
   const primary = interfaces.find((eni) => eni.deviceIndex === 0);
   const macs: Record<string, MetadataNode> = {};
   for (const eni of interfaces) macs[eni.mac] = interfaceNode(eni, instance);
+  // IMDS answers the partition the instance runs in; a Region no partition takes gets none, as a stand-in would.
+  const partition = partitionOfRegion(instance.region);
   const updated = new Date(nowMs).toISOString().replace(/\.\d{3}Z$/, 'Z');
   const expiration = new Date(credentialsExpireAtMs).toISOString().replace(/\.\d{3}Z$/, 'Z');
   return {
@@ -86,7 +89,7 @@ export function metadataTree(
           {
             Code: 'Success',
             LastUpdated: updated,
-            InstanceProfileArn: `arn:aws:iam::${instance.accountId}:instance-profile/${role.name}`,
+            InstanceProfileArn: `arn:${partition?.id ?? 'aws'}:iam::${instance.accountId}:instance-profile/${role.name}`,
             InstanceProfileId: 'AIPALOCALCLOUDPROFILE',
           },
           null,
@@ -118,7 +121,7 @@ export function metadataTree(
         'availability-zone': instance.availabilityZone,
         region: instance.region,
       },
-      services: { domain: 'amazonaws.com', partition: 'aws' },
+      ...(partition ? { services: { domain: partition.dnsSuffix, partition: partition.id } } : {}),
     },
     dynamic: {
       'instance-identity': {

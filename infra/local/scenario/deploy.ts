@@ -74,7 +74,7 @@ function scheduledEvent(cloud: LocalCloud, rule: string): ScheduledEvent {
     account: cloud.accountId,
     time: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'),
     region: cloud.region,
-    resources: [`arn:aws:events:${cloud.region}:${cloud.accountId}:rule/${rule}`],
+    resources: [`arn:${cloud.partition}:events:${cloud.region}:${cloud.accountId}:rule/${rule}`],
     detail: {},
   };
 }

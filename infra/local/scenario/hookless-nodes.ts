@@ -40,7 +40,7 @@ export class HooklessNodes implements ScenarioNodes {
   }
 
   arnOf(instanceId: string): string {
-    return instanceArn(this.cloud.region, this.cloud.accountId, instanceId);
+    return instanceArn(this.cloud.region, this.cloud.accountId, instanceId, this.cloud.partition);
   }
 
   async scaleOut(nodes: number, instanceType: string, subnetIds: readonly string[]): Promise<void> {

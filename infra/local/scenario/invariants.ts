@@ -60,7 +60,7 @@ export async function probeIam(input: CheckAllInput['iam']): Promise<IamProbeRes
     const otherArn =
       next !== id
         ? cloud.nodeSession(next).instanceArn
-        : instanceArn(cloud.region, cloud.accountId, 'i-0ffffffffffffffff');
+        : instanceArn(cloud.region, cloud.accountId, 'i-0ffffffffffffffff', cloud.partition);
     const ddb = new DynamoDBClient({
       region: cloud.region,
       endpoint: cloud.endpoints.dynamodb,

@@ -57,7 +57,7 @@ export class NodeGroup implements ScenarioNodes {
   }
 
   arnOf(instanceId: string): string {
-    return instanceArn(this.cloud.region, this.cloud.accountId, instanceId);
+    return instanceArn(this.cloud.region, this.cloud.accountId, instanceId, this.cloud.partition);
   }
 
   async scaleOut(
@@ -110,7 +110,7 @@ export class NodeGroup implements ScenarioNodes {
 
 /** Waits until EC2 has terminated the instance and its node item is GONE (or was never written). */
 export async function untilGone(cloud: LocalCloud, store: LeaseStore, instanceId: string): Promise<void> {
-  const arn = instanceArn(cloud.region, cloud.accountId, instanceId);
+  const arn = instanceArn(cloud.region, cloud.accountId, instanceId, cloud.partition);
   await until(`${instanceId} GONE`, async () => {
     const node = await store.getNode(arn);
     return cloud.ec2.api.getInstance(instanceId)?.state === 'terminated' && (!node || node.phase === 'GONE');

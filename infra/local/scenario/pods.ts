@@ -1,4 +1,5 @@
 import { instanceArn } from '../../../shared/domain/arn.js';
+import { partitionIdOfRegion } from '../../../shared/domain/partition.js';
 import type { LeaseStore } from '../../../shared/lease-store/port.js';
 
 /**
@@ -66,7 +67,7 @@ export class LeaseStorePods implements PodDriver {
     const start = performance.now();
     try {
       const lease = await this.store(pod.instanceId).claim(
-        instanceArn(this.region, this.accountId, pod.instanceId),
+        instanceArn(this.region, this.accountId, pod.instanceId, partitionIdOfRegion(this.region)),
         {
           containerId: pod.containerId,
           ifName: pod.ifName,
@@ -86,7 +87,7 @@ export class LeaseStorePods implements PodDriver {
     const start = performance.now();
     try {
       await this.store(pod.instanceId).release(
-        instanceArn(this.region, this.accountId, pod.instanceId),
+        instanceArn(this.region, this.accountId, pod.instanceId, partitionIdOfRegion(this.region)),
         { containerId: pod.containerId, ifName: pod.ifName },
         Date.now(),
         this.reuseWaitMs,

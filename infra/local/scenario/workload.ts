@@ -1,4 +1,5 @@
 import { instanceArn } from '../../../shared/domain/arn.js';
+import { partitionIdOfRegion } from '../../../shared/domain/partition.js';
 import type { LeaseStore } from '../../../shared/lease-store/port.js';
 import type { Pod, PodDriver } from './pods.js';
 
@@ -141,7 +142,12 @@ export class Workload {
       const other = byIp.get(pod.ip);
       if (other) this.violations.push(`${pod.name} and ${other} both hold ${pod.ip}`);
       byIp.set(pod.ip, pod.name);
-      const arn = instanceArn(this.deps.region, this.deps.accountId, pod.instanceId);
+      const arn = instanceArn(
+        this.deps.region,
+        this.deps.accountId,
+        pod.instanceId,
+        partitionIdOfRegion(this.deps.region),
+      );
       const lease = await this.deps.store.findByHolder(arn, pod.containerId, pod.ifName);
       if (lease?.ip !== pod.ip)
         this.violations.push(`${pod.name} holds ${pod.ip} but the store says its lease is ${lease?.ip ?? 'none'}`);

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { partitionIdOfRegion } from '../../../shared/domain/partition.js';
 import type { SimScheduler } from '../events/scheduler.js';
 import { sqsErrors } from './errors.js';
 import type { QueueHost } from './message.js';
@@ -75,7 +76,7 @@ export class SqsEngine implements QueueHost {
   }
 
   queueArn(name: string): string {
-    return `arn:aws:sqs:${this.region}:${this.accountId}:${name}`;
+    return `arn:${partitionIdOfRegion(this.region)}:sqs:${this.region}:${this.accountId}:${name}`;
   }
 
   /** Idempotent for equal attributes; differing attributes are QueueAlreadyExists, as in SQS. */
@@ -121,7 +122,7 @@ export class SqsEngine implements QueueHost {
   }
 
   queueByArn(arn: string): Queue | undefined {
-    const prefix = `arn:aws:sqs:${this.region}:${this.accountId}:`;
+    const prefix = `arn:${partitionIdOfRegion(this.region)}:sqs:${this.region}:${this.accountId}:`;
     return arn.startsWith(prefix) ? this.queues.get(arn.slice(prefix.length)) : undefined;
   }
 

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Context, SQSBatchResponse, SQSEvent, SQSMessageAttributes, SQSRecord } from 'aws-lambda';
+import { partitionIdOfRegion } from '../../../shared/domain/partition.js';
 import type { Logger } from '../../../shared/log.js';
 import { silentLogger } from '../../../shared/log.js';
 import type { SimScheduler } from '../events/scheduler.js';
@@ -208,7 +209,7 @@ export class EventSourceMapping {
       callbackWaitsForEmptyEventLoop: true,
       functionName: this.functionName,
       functionVersion: '$LATEST',
-      invokedFunctionArn: `arn:aws:lambda:${region}:${this.options.accountId}:function:${this.functionName}`,
+      invokedFunctionArn: `arn:${partitionIdOfRegion(region)}:lambda:${region}:${this.options.accountId}:function:${this.functionName}`,
       memoryLimitInMB: '128',
       awsRequestId: randomUUID(),
       logGroupName: `/aws/lambda/${this.functionName}`,

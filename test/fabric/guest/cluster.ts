@@ -146,7 +146,12 @@ export class Cluster {
 
   async addLeases(leases: readonly { eni: Eni; ip: string }[]): Promise<void> {
     const rows: NewLease[] = leases.map(({ eni, ip: address }) => ({
-      instanceArn: instanceArn('us-east-1', '123456789012', this.nodes.find((n) => n.name === eni.node)!.instanceId),
+      instanceArn: instanceArn(
+        'us-east-1',
+        '123456789012',
+        this.nodes.find((n) => n.name === eni.node)!.instanceId,
+        'aws',
+      ),
       ip: address,
       eniId: eni.id,
       deviceIndex: eni.deviceIndex,

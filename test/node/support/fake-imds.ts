@@ -28,6 +28,8 @@ export async function startFakeImds(
   region = 'us-east-1',
   accountId = '123456789012',
   credentials: ImdsCredentials = UNCHECKED,
+  /** What `services/partition` answers; absent, the path is a 404 (an IMDS stand-in without it). */
+  partition?: string,
 ): Promise<FakeImds> {
   const requests: string[] = [];
   const state = { failing: false };
@@ -50,6 +52,7 @@ export async function startFakeImds(
           JSON.stringify({ instanceId, region, accountId, availabilityZone: `${region}a`, instanceType: 'm5.large' }),
         );
     }
+    if (req.url === '/latest/meta-data/services/partition' && partition) return void res.writeHead(200).end(partition);
     if (req.url === '/latest/meta-data/iam/security-credentials/') return void res.writeHead(200).end('node-role');
     if (req.url === '/latest/meta-data/iam/security-credentials/node-role') {
       return void res.writeHead(200).end(

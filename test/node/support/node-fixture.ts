@@ -66,7 +66,7 @@ export class NodeFixture {
     readonly tableName: string,
     private readonly binDir: string,
   ) {
-    this.arn = instanceArn('us-east-1', '123456789012', imds.instanceId);
+    this.arn = instanceArn('us-east-1', '123456789012', imds.instanceId, 'aws');
   }
 
   static async start(): Promise<NodeFixture> {

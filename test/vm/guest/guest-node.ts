@@ -102,7 +102,7 @@ export class GuestNode {
     readonly imds: FakeImds,
     readonly store: DynamoLeaseStore,
   ) {
-    this.arn = instanceArn('us-east-1', '123456789012', imds.instanceId);
+    this.arn = instanceArn('us-east-1', '123456789012', imds.instanceId, 'aws');
   }
 
   static async start(cni: string, policyFile: string): Promise<GuestNode> {

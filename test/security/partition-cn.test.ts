@@ -1,0 +1,3 @@
+import { describePartition } from './partition-suite.js';
+
+describePartition('cn-north-1', 'aws-cn');
