@@ -99,7 +99,7 @@ describe.skipIf(skip)('the arm64 single executable, under qemu-user', () => {
       const binDir = join(dir, 'opt-cni-bin');
       const confDir = join(dir, 'net.d');
       const config = JSON.stringify({ tableName: 'prod-leases' });
-      const args = ['install', '--bin-dir', binDir, '--conf-dir', confDir, '--config', config];
+      const args = ['install', '--no-wait-ready', '--bin-dir', binDir, '--conf-dir', confDir, '--config', config];
       const r = await qemu(join(build, 'vpc-lease-cni'), [...args, '--service-cidrs', '10.96.0.0/12'], {});
       expect(r.code, r.stderr).toBe(0);
       expect(readdirSync(binDir).sort()).toEqual(['netlink.node', 'vpc-lease-cni', 'vpc_lease_netns.node']);
