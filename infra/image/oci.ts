@@ -87,6 +87,14 @@ export interface OciImage {
   readonly digest: string;
   readonly layerDigest: string;
   readonly configDigest: string;
+  readonly layerBytes: number;
+}
+
+/** An OCI platform (image-spec's `platform`: GOOS/GOARCH values, arm64's variant v8). */
+export interface OciPlatform {
+  readonly os: 'linux';
+  readonly architecture: 'amd64' | 'arm64';
+  readonly variant?: string;
 }
 
 export interface OciImageSpec {
@@ -98,6 +106,8 @@ export interface OciImageSpec {
   readonly labels?: Readonly<Record<string, string>>;
   /** zlib level of the layer (default 9; tests trade size for time). */
   readonly gzipLevel?: number;
+  /** Default linux/amd64. */
+  readonly platform?: OciPlatform;
 }
 
 const MT = {
@@ -107,51 +117,174 @@ const MT = {
   layer: 'application/vnd.oci.image.layer.v1.tar+gzip',
 } as const;
 
-/** One linux/amd64 image of one layer, as an OCI layout archive. */
-export function ociImage(spec: OciImageSpec): OciImage {
+const AMD64: OciPlatform = { os: 'linux', architecture: 'amd64' };
+
+interface Blob {
+  readonly digest: string;
+  readonly data: Buffer;
+}
+
+/** One platform's manifest, config and layer. */
+interface BuiltManifest {
+  readonly manifest: Blob;
+  readonly config: Blob;
+  readonly layer: Blob;
+  readonly platform: OciPlatform;
+}
+
+const blob = (data: Buffer): Blob => ({ digest: sha256(data), data });
+const blobPath = (digest: string): string => `blobs/sha256/${digest.slice('sha256:'.length)}`;
+
+function buildManifest(spec: Omit<OciImageSpec, 'name'>): BuiltManifest {
+  const platform = spec.platform ?? AMD64;
   const layerTar = tar(spec.files);
-  const layer = gzipSync(layerTar, { level: spec.gzipLevel ?? 9 });
-  const layerDigest = sha256(layer);
-  const config = Buffer.from(
-    JSON.stringify({
-      architecture: 'amd64',
-      os: 'linux',
-      config: { Entrypoint: spec.entrypoint, WorkingDir: '/', Labels: spec.labels ?? {} },
-      rootfs: { type: 'layers', diff_ids: [sha256(layerTar)] },
-    }),
+  const layer = blob(gzipSync(layerTar, { level: spec.gzipLevel ?? 9 }));
+  const config = blob(
+    Buffer.from(
+      JSON.stringify({
+        architecture: platform.architecture,
+        os: platform.os,
+        ...(platform.variant ? { variant: platform.variant } : {}),
+        config: { Entrypoint: spec.entrypoint, WorkingDir: '/', Labels: spec.labels ?? {} },
+        rootfs: { type: 'layers', diff_ids: [sha256(layerTar)] },
+      }),
+    ),
   );
-  const configDigest = sha256(config);
-  const manifest = Buffer.from(
-    JSON.stringify({
-      schemaVersion: 2,
-      mediaType: MT.manifest,
-      config: { mediaType: MT.config, digest: configDigest, size: config.length },
-      layers: [{ mediaType: MT.layer, digest: layerDigest, size: layer.length }],
-    }),
+  const manifest = blob(
+    Buffer.from(
+      JSON.stringify({
+        schemaVersion: 2,
+        mediaType: MT.manifest,
+        config: { mediaType: MT.config, digest: config.digest, size: config.data.length },
+        layers: [{ mediaType: MT.layer, digest: layer.digest, size: layer.data.length }],
+      }),
+    ),
   );
-  const digest = sha256(manifest);
-  const tag = spec.name.slice(spec.name.lastIndexOf(':') + 1);
+  return { manifest, config, layer, platform };
+}
+
+/**
+ * The OCI layout archive: index.json names `top` (tagged `name`), the blobs hold everything, and docker's
+ * manifest.json names `dockerImage` (docker load takes one image per tag).
+ */
+function layoutArchive(
+  top: { mediaType: string; blob: Blob },
+  name: string,
+  dockerImage: BuiltManifest,
+  blobs: readonly Blob[],
+): Buffer {
+  const tag = name.slice(name.lastIndexOf(':') + 1);
   const index = {
     schemaVersion: 2,
     mediaType: MT.index,
     manifests: [
       {
-        mediaType: MT.manifest,
-        digest,
-        size: manifest.length,
-        annotations: { 'io.containerd.image.name': spec.name, 'org.opencontainers.image.ref.name': tag },
+        mediaType: top.mediaType,
+        digest: top.blob.digest,
+        size: top.blob.data.length,
+        annotations: { 'io.containerd.image.name': name, 'org.opencontainers.image.ref.name': tag },
       },
     ],
   };
-  const blob = (d: string): string => `blobs/sha256/${d.slice('sha256:'.length)}`;
-  const dockerManifest = [{ Config: blob(configDigest), RepoTags: [spec.name], Layers: [blob(layerDigest)] }];
-  const tarball = tar([
+  const dockerManifest = [
+    {
+      Config: blobPath(dockerImage.config.digest),
+      RepoTags: [name],
+      Layers: [blobPath(dockerImage.layer.digest)],
+    },
+  ];
+  const unique = new Map(blobs.map((b) => [b.digest, b]));
+  return tar([
     { path: 'oci-layout', data: Buffer.from('{"imageLayoutVersion":"1.0.0"}'), mode: 0o644 },
     { path: 'index.json', data: Buffer.from(JSON.stringify(index)), mode: 0o644 },
     { path: 'manifest.json', data: Buffer.from(JSON.stringify(dockerManifest)), mode: 0o644 },
-    { path: blob(digest), data: manifest, mode: 0o644 },
-    { path: blob(configDigest), data: config, mode: 0o644 },
-    { path: blob(layerDigest), data: layer, mode: 0o644 },
+    ...[...unique.values()].map((b) => ({ path: blobPath(b.digest), data: b.data, mode: 0o644 })),
   ]);
-  return { tarball, digest, layerDigest, configDigest };
+}
+
+/** One image of one layer (linux/amd64 unless `spec.platform` says otherwise), as an OCI layout archive. */
+export function ociImage(spec: OciImageSpec): OciImage {
+  const built = buildManifest(spec);
+  const { manifest, config, layer } = built;
+  const tarball = layoutArchive({ mediaType: MT.manifest, blob: manifest }, spec.name, built, [
+    manifest,
+    config,
+    layer,
+  ]);
+  return {
+    tarball,
+    digest: manifest.digest,
+    layerDigest: layer.digest,
+    configDigest: config.digest,
+    layerBytes: layer.data.length,
+  };
+}
+
+export interface OciIndexSpec {
+  /** Full reference, e.g. "vpc-lease/vpc-lease-cni:0.1.0", given to the index. */
+  readonly name: string;
+  /** One image per platform, in this order in the index (the first is also docker's manifest.json image). */
+  readonly images: readonly (Omit<OciImageSpec, 'name' | 'gzipLevel'> & { readonly platform: OciPlatform })[];
+  readonly gzipLevel?: number;
+}
+
+export interface OciIndex {
+  readonly tarball: Buffer;
+  /** The image index's digest: what a registry reports for the pushed multi-platform image. */
+  readonly digest: string;
+  readonly manifests: readonly {
+    platform: OciPlatform;
+    digest: string;
+    configDigest: string;
+    layerDigest: string;
+    /** The compressed layer's size: what a node of that platform pulls. */
+    layerBytes: number;
+  }[];
+}
+
+/**
+ * A multi-platform image: an OCI image index (image-spec image-index.md) whose `manifests` carry each image's
+ * `platform`, as an OCI layout archive whose index.json names that index. Runtimes pull the index and pick the
+ * manifest of their node's platform.
+ */
+export function ociImageIndex(spec: OciIndexSpec): OciIndex {
+  if (spec.images.length === 0) throw new Error('an image index needs at least one image');
+  const keys = spec.images.map((i) => `${i.platform.os}/${i.platform.architecture}`);
+  if (new Set(keys).size !== keys.length) throw new Error(`one image per platform, got ${keys.join(', ')}`);
+  const built = spec.images.map((image) =>
+    buildManifest({ ...image, ...(spec.gzipLevel !== undefined ? { gzipLevel: spec.gzipLevel } : {}) }),
+  );
+  const index = blob(
+    Buffer.from(
+      JSON.stringify({
+        schemaVersion: 2,
+        mediaType: MT.index,
+        manifests: built.map((b) => ({
+          mediaType: MT.manifest,
+          digest: b.manifest.digest,
+          size: b.manifest.data.length,
+          platform: {
+            architecture: b.platform.architecture,
+            os: b.platform.os,
+            ...(b.platform.variant ? { variant: b.platform.variant } : {}),
+          },
+        })),
+      }),
+    ),
+  );
+  const tarball = layoutArchive({ mediaType: MT.index, blob: index }, spec.name, built[0]!, [
+    index,
+    ...built.flatMap((b) => [b.manifest, b.config, b.layer]),
+  ]);
+  return {
+    tarball,
+    digest: index.digest,
+    manifests: built.map((b) => ({
+      platform: b.platform,
+      digest: b.manifest.digest,
+      configDigest: b.config.digest,
+      layerDigest: b.layer.digest,
+      layerBytes: b.layer.data.length,
+    })),
+  };
 }

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ociImage, sha256, tar } from '../../infra/image/oci.js';
+import { ociImage, ociImageIndex, sha256, tar } from '../../infra/image/oci.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'vpc-lease-oci-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -82,5 +82,73 @@ describe('the OCI image writer', () => {
     for (const line of lines) expect(line).toMatch(/^[d-]rwxr-xr-x 0\/0 .* 1970-01-01 00:00 /);
     const long = `${'d'.repeat(90)}/${'e'.repeat(60)}/file`;
     expect(list(tar([{ path: long, data: Buffer.from('x'), mode: 0o644 }])).at(-1)).toContain(long);
+  });
+});
+
+describe('the OCI image index writer', () => {
+  const arm64 = { os: 'linux', architecture: 'arm64', variant: 'v8' } as const;
+  const amd64 = { os: 'linux', architecture: 'amd64' } as const;
+  const indexSpec = {
+    name: spec.name,
+    images: [
+      { ...spec, platform: amd64 },
+      { ...spec, files: [{ ...spec.files[0]!, data: Buffer.from('#!/bin/arm\n') }], platform: arm64 },
+    ],
+  };
+
+  it("names an image index (image-spec image-index.md) whose manifests carry each image's platform", () => {
+    const image = ociImageIndex(indexSpec);
+    const file = join(dir, 'index.tar');
+    writeFileSync(file, image.tarball);
+    const read = (path: string): Buffer => execFileSync('tar', ['-xOf', file, path]);
+    const blob = (digest: string): Buffer => read(`blobs/sha256/${digest.slice(7)}`);
+    const top = JSON.parse(read('index.json').toString());
+    expect(top.manifests).toEqual([
+      {
+        mediaType: 'application/vnd.oci.image.index.v1+json',
+        digest: image.digest,
+        size: blob(image.digest).length,
+        annotations: { 'io.containerd.image.name': spec.name, 'org.opencontainers.image.ref.name': '0.1.0' },
+      },
+    ]);
+    expect(sha256(blob(image.digest))).toBe(image.digest);
+    const index = JSON.parse(blob(image.digest).toString());
+    expect(index.schemaVersion).toBe(2);
+    expect(index.mediaType).toBe('application/vnd.oci.image.index.v1+json');
+    expect(index.manifests.map((m: { platform: unknown }) => m.platform)).toEqual([amd64, arm64]);
+    for (const m of index.manifests) {
+      expect(m.mediaType).toBe('application/vnd.oci.image.manifest.v1+json');
+      expect([sha256(blob(m.digest)), blob(m.digest).length]).toEqual([m.digest, m.size]);
+      const manifest = JSON.parse(blob(m.digest).toString());
+      const config = JSON.parse(blob(manifest.config.digest).toString());
+      // The config says the same platform as the index's descriptor.
+      expect({
+        os: config.os,
+        architecture: config.architecture,
+        ...(config.variant ? { variant: config.variant } : {}),
+      }).toEqual(m.platform);
+    }
+    // docker load's manifest.json names the first platform's image.
+    const first = JSON.parse(blob(index.manifests[0].digest).toString());
+    expect(JSON.parse(read('manifest.json').toString())[0].Config).toBe(`blobs/sha256/${first.config.digest.slice(7)}`);
+  });
+
+  it('writes the same bytes for the same images; changing one platform changes the index digest only there', () => {
+    const a = ociImageIndex(indexSpec);
+    expect(ociImageIndex(indexSpec).tarball.equals(a.tarball)).toBe(true);
+    const changed = ociImageIndex({
+      ...indexSpec,
+      images: [indexSpec.images[0]!, { ...indexSpec.images[1]!, entrypoint: ['/app/other'] }],
+    });
+    expect(changed.digest).not.toBe(a.digest);
+    expect(changed.manifests[0]!.digest).toBe(a.manifests[0]!.digest);
+    expect(changed.manifests[1]!.digest).not.toBe(a.manifests[1]!.digest);
+  });
+
+  it('refuses two images of one platform, and an empty index', () => {
+    expect(() => ociImageIndex({ ...indexSpec, images: [indexSpec.images[0]!, indexSpec.images[0]!] })).toThrow(
+      /one image per platform/,
+    );
+    expect(() => ociImageIndex({ ...indexSpec, images: [] })).toThrow(/at least one image/);
   });
 });
