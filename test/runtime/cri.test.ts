@@ -159,11 +159,9 @@ function criSuite(generation: CriGeneration, extra?: (ctx: () => SuiteContext) =
       const [held] = await heldBy(id);
       expect(held).toBeDefined();
       await runtime.restart();
-      // The sandbox survived in its shim and the runtime recovered it, still on its lease.
-      expect((await runtime.inspectPod(id)).status).toMatchObject({
-        state: 'SANDBOX_READY',
-        network: { ip: held!.ip },
-      });
+      // The sandbox survived in its shim and the runtime recovered it, still on its one lease (containerd 1.6
+      // recovers no pod IP after a restart, so the store, not inspectp, is the witness here).
+      expect((await runtime.inspectPod(id)).status.state).toBe('SANDBOX_READY');
       expect((await heldBy(id)).map((l) => l.ip)).toEqual([held!.ip]);
       await runtime.removePod(id);
       const after = await leases();

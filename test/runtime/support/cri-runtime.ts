@@ -33,6 +33,8 @@ function config16(dir: string): string[] {
     '  stream_server_port = "0"',
     // Pod netns under the private state dir, not the host's /var/run/netns.
     '  netns_mounts_under_state_dir = true',
+    // The sandbox asks for oom_score_adj -998, which needs CAP_SYS_RESOURCE this machine may not grant.
+    '  restrict_oom_score_adj = true',
     `${cri}.containerd]`,
     '  snapshotter = "overlayfs"',
     '  default_runtime_name = "runc"',
@@ -40,6 +42,8 @@ function config16(dir: string): string[] {
     '  runtime_type = "io.containerd.runc.v2"',
     `${cri}.containerd.runtimes.runc.options]`,
     '  BinaryName = "/usr/sbin/runc"',
+    // runc's state beside ours, not in the host's /run/containerd/runc.
+    `  Root = ${quote(join(dir, 'runc'))}`,
     `${cri}.cni]`,
     `  bin_dir = ${quote(join(dir, 'cni-bin'))}`,
     `  conf_dir = ${quote(join(dir, 'net.d'))}`,
@@ -60,6 +64,7 @@ function config2x(dir: string, toolDir: string): string[] {
     `  sandbox = ${quote(PAUSE_IMAGE)}`,
     `${runtime}]`,
     '  netns_mounts_under_state_dir = true',
+    '  restrict_oom_score_adj = true',
     `${runtime}.containerd]`,
     '  default_runtime_name = "runc"',
     `${runtime}.containerd.runtimes.runc]`,
@@ -68,6 +73,7 @@ function config2x(dir: string, toolDir: string): string[] {
     `  runtime_path = ${quote(join(toolDir, 'containerd-shim-runc-v2'))}`,
     `${runtime}.containerd.runtimes.runc.options]`,
     '  BinaryName = "/usr/sbin/runc"',
+    `  Root = ${quote(join(dir, 'runc'))}`,
     `${runtime}.cni]`,
     `  bin_dirs = [${quote(join(dir, 'cni-bin'))}]`,
     `  conf_dir = ${quote(join(dir, 'net.d'))}`,
