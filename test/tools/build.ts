@@ -51,7 +51,7 @@ function pinOf(name: string): ToolPin {
 }
 
 /** The pin as the tool's go.mod requires it; a mismatch means the module was not updated after a pin change. */
-function checkModule(name: string, pin: ToolPin): void {
+export function checkModule(name: string, pin: ToolPin): void {
   const goMod = readFileSync(join(TOOLS_DIR, name, 'go.mod'), 'utf8');
   const required = new RegExp(`^\\s*(?:require\\s+)?${pin.module.replace(/[.]/g, '\\.')} (\\S+)`, 'm').exec(goMod)?.[1];
   if (required !== pin.version)
