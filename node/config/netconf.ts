@@ -91,7 +91,7 @@ export const netconfSchema = {
     default: 120_000,
     min: 0,
     max: 3_600_000,
-    doc: 'STATUS stays ready while the store is unreachable for at most this long after it last answered (a blip must not make the node NotReady).',
+    doc: 'Ignored: STATUS never fails for the store once the node was READY in this boot. Accepted so configurations that set it still load.',
   },
   dataDir: {
     kind: 'string',

@@ -1,24 +1,28 @@
-import { execFileSync } from 'node:child_process';
 import {
   chmodSync,
   copyFileSync,
   existsSync,
   mkdirSync,
   readdirSync,
+  readFileSync,
   realpathSync,
   renameSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { errorMessage, ValidationError } from '../../shared/errors.js';
+import { ValidationError, VpcLeaseError } from '../../shared/errors.js';
 import { parseNetconf } from '../config/netconf.js';
 import { NETNS_ADDON_FILE } from '../datapath/native.js';
+import type { ReadinessProbe } from './readiness.js';
+import { askChainedVersions, DEFAULT_CNI_VERSION, DEFAULT_CNI_VERSIONS, planVersions } from './versions.js';
 
 /**
  * `vpc-lease-cni install`, run by the DaemonSet's init container: copies the plugin and its native parts into
- * the host's CNI bin dir and writes the conflist. Every file lands through a temp file + rename in the same
- * directory, so kubelet never executes a half-copied binary nor reads a half-written conflist.
+ * the host's CNI bin dir at once, and writes the conflist once the node can serve ADDs (READY in the store):
+ * runtimes without CNI STATUS (libcni 1.1: containerd 1.6/1.7) judge network readiness by the conflist's
+ * presence. Every file lands through a temp file + rename in the same directory, so kubelet never executes a
+ * half-copied binary nor reads a half-written conflist.
  */
 export const PLUGIN_TYPE = 'vpc-lease-cni';
 /** What the launcher needs beside it: the bundle and the native parts. */
@@ -30,7 +34,10 @@ export interface InstallOptions {
   readonly binDir: string;
   readonly confDir: string;
   readonly confName: string;
+  /** What `cniVersion` says (libcni 1.1 reads only this). */
   readonly cniVersion: string;
+  /** Offered through `cniVersions` to libcni ≥ 1.2; absent when `--cni-version` pinned one version. */
+  readonly cniVersions?: readonly string[];
   readonly networkName: string;
   /** Our plugin's netconf fields (validated before anything is written). */
   readonly pluginConfig: Record<string, unknown>;
@@ -38,12 +45,37 @@ export interface InstallOptions {
   readonly chained: readonly Record<string, unknown>[];
   /** What must sit beside the executable (default SUPPORT_FILES; a single executable needs only its natives). */
   readonly supportFiles?: readonly string[];
+  /** Write the conflist without waiting for the node to be READY (`--no-wait-ready`). */
+  readonly skipReadyWait: boolean;
+  /** Give up waiting after this long, exiting 1 without a conflist; 0 waits as long as it takes. */
+  readonly readyTimeoutS: number;
 }
 
 export interface InstallReport {
   readonly installed: string[];
   readonly conflist: string;
+  /** What was written. */
+  readonly body: Record<string, unknown>;
+  readonly warnings: readonly string[];
+  /** Why the conflist was written when it was. */
+  readonly written: 'ready' | 'existing-conflist' | 'no-wait';
 }
+
+/** What waiting for READY needs; injected so tests run on a fake clock. */
+export interface ReadyWait {
+  readonly probe: ReadinessProbe;
+  readonly sleep: (ms: number) => Promise<void>;
+  readonly nowMs: () => number;
+  /** One line per change of the reason, and a reminder every `REMIND_MS`. */
+  readonly log: (line: string) => void;
+}
+
+/** The poll interval starts at 1 s and doubles up to 10 s: a READY node gets its conflist within 10 s. */
+export const READY_POLL_MIN_MS = 1_000;
+export const READY_POLL_MAX_MS = 10_000;
+const REMIND_MS = 60_000;
+
+export class NotReadyError extends VpcLeaseError {}
 
 function atomicCopy(from: string, to: string, mode: number): void {
   const tmp = join(dirname(to), `.${basename(to)}.${process.pid}.tmp`);
@@ -70,47 +102,51 @@ function requireServiceCidrs(config: ReturnType<typeof parseNetconf>): void {
   );
 }
 
-const PLUGIN_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
-
 /**
- * Every plugin of a list must speak the list's cniVersion: libcni hands each the same version, and one that does
- * not speak it fails every ADD, and with 1.1.0 also STATUS (a NotReady node). Chained plugins already in the bin
- * dir are asked (CNI VERSION, fixed arguments) before anything is written; absent ones cannot be checked here.
+ * Whether the conflist at `path` is ours: a node that already has it was serving pods (or was set up by this
+ * installer before a reboot), so a rollout rewrites it at once, never removing it or leaving it unwritten.
  */
-function checkChainedVersions(options: InstallOptions): void {
-  for (const plugin of options.chained) {
-    const type = plugin['type'];
-    if (typeof type !== 'string' || !PLUGIN_NAME.test(type))
-      throw new ValidationError(`install: bad chained plugin type ${JSON.stringify(type)}`);
-    const file = join(options.binDir, type);
-    if (!existsSync(file)) continue;
-    let supported: unknown;
-    try {
-      const out = execFileSync(file, [], {
-        env: { CNI_COMMAND: 'VERSION' },
-        input: JSON.stringify({ cniVersion: options.cniVersion }),
-        encoding: 'utf8',
-        timeout: 5_000,
-        stdio: ['pipe', 'pipe', 'ignore'],
-      });
-      supported = (JSON.parse(out) as { supportedVersions?: unknown }).supportedVersions;
-    } catch (err) {
-      throw new ValidationError(`install: cannot ask ${file} for its CNI versions: ${errorMessage(err)}`);
-    }
-    if (!Array.isArray(supported) || !supported.includes(options.cniVersion))
-      throw new ValidationError(
-        `install: ${file} does not speak cniVersion ${options.cniVersion} (it supports ${
-          Array.isArray(supported) ? supported.join(', ') : 'nothing it reports'
-        }); upgrade the CNI plugins (v1.5 or later speak 1.1.0), or pass --cni-version 1.0.0, which turns off GC and STATUS`,
-      );
+export function isOurConflist(path: string): boolean {
+  try {
+    const list = JSON.parse(readFileSync(path, 'utf8')) as { plugins?: { type?: unknown }[] };
+    return list.plugins?.[0]?.type === PLUGIN_TYPE;
+  } catch {
+    return false;
   }
 }
 
-export function install(options: InstallOptions): InstallReport {
+/** Polls until the node is READY; @throws NotReadyError after `timeoutS` (0: never). */
+export async function waitUntilReady(wait: ReadyWait, timeoutS: number): Promise<void> {
+  const startMs = wait.nowMs();
+  let intervalMs = READY_POLL_MIN_MS;
+  let said: string | undefined;
+  let saidAtMs = startMs;
+  for (;;) {
+    const reason = await wait.probe();
+    if (reason === undefined) return;
+    const nowMs = wait.nowMs();
+    const waitedS = Math.round((nowMs - startMs) / 1000);
+    if (timeoutS > 0 && nowMs - startMs >= timeoutS * 1000)
+      throw new NotReadyError(`the node is not READY after ${waitedS} s (${reason}); no conflist written`);
+    if (reason !== said || nowMs - saidAtMs >= REMIND_MS) {
+      wait.log(`waiting for the node to be READY before writing the conflist (${waitedS} s): ${reason}`);
+      said = reason;
+      saidAtMs = nowMs;
+    }
+    await wait.sleep(intervalMs);
+    intervalMs = Math.min(intervalMs * 2, READY_POLL_MAX_MS);
+  }
+}
+
+export async function install(options: InstallOptions, wait?: ReadyWait): Promise<InstallReport> {
   const entry = { type: PLUGIN_TYPE, ...options.pluginConfig };
   // Fail before touching the host when the configuration would fail every ADD.
   requireServiceCidrs(parseNetconf({ cniVersion: options.cniVersion, name: options.networkName, ...entry }));
-  checkChainedVersions(options);
+  const versions = planVersions(
+    { cniVersion: options.cniVersion, ...(options.cniVersions ? { cniVersions: options.cniVersions } : {}) },
+    askChainedVersions(options.binDir, options.chained, options.cniVersion),
+  );
+  for (const warning of versions.warnings) wait?.log(`warning: ${warning}`);
   const source = realpathSync(options.source);
   const sourceDir = dirname(source);
   mkdirSync(options.binDir, { recursive: true });
@@ -129,21 +165,31 @@ export function install(options: InstallOptions): InstallReport {
       rmSync(join(options.binDir, name), { force: true });
   atomicCopy(source, join(options.binDir, PLUGIN_TYPE), 0o755);
   installed.push(join(options.binDir, PLUGIN_TYPE));
+
   const conflist = join(options.confDir, options.confName);
+  const written = options.skipReadyWait ? 'no-wait' : isOurConflist(conflist) ? 'existing-conflist' : 'ready';
+  if (written === 'ready') {
+    if (!wait) throw new ValidationError('install: waiting for READY needs a readiness probe');
+    await waitUntilReady(wait, options.readyTimeoutS);
+  }
   const body = {
-    cniVersion: options.cniVersion,
+    cniVersion: versions.cniVersion,
+    ...(versions.cniVersions ? { cniVersions: versions.cniVersions } : {}),
     name: options.networkName,
     plugins: [entry, ...options.chained],
   };
   const tmp = join(options.confDir, `.${options.confName}.${process.pid}.tmp`);
   writeFileSync(tmp, `${JSON.stringify(body, null, 2)}\n`, { mode: 0o644 });
   renameSync(tmp, conflist);
-  return { installed, conflist };
+  return { installed, conflist, body, warnings: versions.warnings, written };
 }
+
+/** Flags without a value. */
+const SWITCHES = ['no-wait-ready'];
 
 /**
  * Parses `install [--bin-dir D] [--conf-dir D] [--conf-name N] [--cni-version V] [--name N] [--config JSON]
- * [--service-cidrs CIDR[,CIDR]]`.
+ * [--service-cidrs CIDR[,CIDR]] [--chain T[,T]] [--ready-timeout-s S] [--no-wait-ready]`.
  */
 export function installOptionsFromArgs(
   args: readonly string[],
@@ -153,11 +199,20 @@ export function installOptionsFromArgs(
   const flags = new Map<string, string>();
   for (let i = 0; i < args.length; i += 2) {
     const flag = args[i]!;
+    if (SWITCHES.includes(flag.slice(2))) {
+      flags.set(flag.slice(2), 'true');
+      i -= 1;
+      continue;
+    }
     const value = args[i + 1];
     if (!flag.startsWith('--') || value === undefined) throw new ValidationError(`install: bad argument ${flag}`);
     flags.set(flag.slice(2), value);
   }
-  const known = ['bin-dir', 'conf-dir', 'conf-name', 'cni-version', 'name', 'config', 'chain', 'service-cidrs'];
+  const known = [
+    ...SWITCHES,
+    ...['bin-dir', 'conf-dir', 'conf-name', 'cni-version', 'name', 'config', 'chain', 'service-cidrs'],
+    'ready-timeout-s',
+  ];
   const unknown = [...flags.keys()].filter((k) => !known.includes(k));
   if (unknown.length > 0)
     throw new ValidationError(`install: unknown option ${unknown.map((k) => `--${k}`).join(', ')}`);
@@ -183,9 +238,23 @@ export function installOptionsFromArgs(
     binDir: flags.get('bin-dir') ?? env['VPC_LEASE_CNI_BIN_DIR'] ?? '/opt/cni/bin',
     confDir: flags.get('conf-dir') ?? env['VPC_LEASE_CNI_CONF_DIR'] ?? '/etc/cni/net.d',
     confName: flags.get('conf-name') ?? '10-vpc-lease.conflist',
-    cniVersion: flags.get('cni-version') ?? '1.1.0',
+    // An explicit version pins the list to it; the default offers 1.1.0 to the runtimes that can take it.
+    ...(flags.has('cni-version')
+      ? { cniVersion: flags.get('cni-version')! }
+      : { cniVersion: DEFAULT_CNI_VERSION, cniVersions: DEFAULT_CNI_VERSIONS }),
     networkName: flags.get('name') ?? 'vpc-lease',
     pluginConfig,
     chained: chain,
+    skipReadyWait: flags.has('no-wait-ready'),
+    readyTimeoutS: readyTimeout(flags.get('ready-timeout-s') ?? '0'),
   };
+}
+
+function readyTimeout(text: string): number {
+  const seconds = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(seconds))
+    throw new ValidationError(
+      `install: --ready-timeout-s must be a whole number of seconds (0: no limit), not ${text}`,
+    );
+  return seconds;
 }

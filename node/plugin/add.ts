@@ -1,10 +1,13 @@
 import type { Lease } from '../../shared/domain/lease.js';
 import { sameHolder } from '../../shared/domain/lease.js';
+import { DynamoServiceError, isTransient } from '../../shared/dynamo/errors.js';
 import { StoreUnavailableError } from '../../shared/errors.js';
 import { parseCidr } from '../../shared/ipv4.js';
+import { CniCode, CniError } from '../cni/errors.js';
 import type { CniResult } from '../cni/result.js';
 import { appendResult, formatResult, parsePrevResult } from '../cni/result.js';
 import type { CniOutput } from '../cni/skel.js';
+import type { PluginConfig } from '../config/netconf.js';
 import { checkNetns } from '../datapath/netns.js';
 import type { PodLink, PodLinkSpec } from '../datapath/port.js';
 import { teardownPodRouting } from '../datapath/routing-teardown.js';
@@ -174,9 +177,37 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
     return formatResult(prev ? appendResult(prev, ours) : ours, req.version);
   } catch (err) {
     await undo.unwind(err);
-    log.error('ADD failed', { err });
-    throw classify(err);
+    const reported = classify(storeFailure(err, config));
+    log.error('ADD failed', {
+      err,
+      ...(reported instanceof CniError ? { code: reported.code, reported: reported.message } : {}),
+    });
+    throw reported;
   } finally {
     await lock?.release();
   }
+}
+
+/**
+ * A store that is down or refusing (an endpoint or route problem, a wrong table name, an IAM edit) fails new
+ * ADDs with code 11, which the runtime retries, and a message naming the table; STATUS stays ready on a node
+ * READY in this boot, so running pods keep running while it lasts.
+ */
+export function storeFailure(
+  err: unknown,
+  config: Pick<PluginConfig, 'tableName' | 'region' | 'dynamoEndpoint'>,
+): unknown {
+  const table = `lease table ${config.tableName} (${config.region ?? "the instance's region"}${
+    config.dynamoEndpoint ? `, ${config.dynamoEndpoint}` : ''
+  })`;
+  if (err instanceof StoreUnavailableError)
+    return new CniError(CniCode.tryAgainLater, `the ${table} is unreachable: ${err.message}`, err.name, { cause: err });
+  if (err instanceof DynamoServiceError && !isTransient(err) && err.name !== 'ConditionalCheckFailedException')
+    return new CniError(
+      CniCode.tryAgainLater,
+      `the ${table} refused the request: ${err.name}: ${err.message} (check the table name and the node role's policy)`,
+      err.name,
+      { cause: err },
+    );
+  return err;
 }

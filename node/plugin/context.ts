@@ -19,6 +19,8 @@ import { Journal } from '../journal/journal.js';
 export interface PluginDeps {
   readonly env: NodeJS.ProcessEnv;
   readonly nowMs: () => number;
+  /** The kernel's boot id (STATUS: was the node READY in this boot). */
+  readonly bootId: () => string;
   openStore(config: PluginConfig, identity: NodeIdentity): LeaseStore;
   openDatapath(log: Logger, hooks: TestHooks): Promise<Datapath>;
 }
@@ -49,6 +51,10 @@ export class CallContext {
 
   nowMs(): number {
     return this.deps.nowMs();
+  }
+
+  bootId(): string {
+    return this.deps.bootId();
   }
 
   get holder(): LeaseHolder {

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { unavailableReason } from '../../node/plugin/status.js';
+import { judgeStatus } from '../../node/plugin/status.js';
 import type { NodeRecord } from '../../shared/domain/node.js';
 import { formatViolations } from '../../shared/invariants/checker.js';
 import { parseLifecycleEvent } from '../../shared/lifecycle/events.js';
@@ -12,7 +12,7 @@ const MUTATING = ['CreateNetworkInterface', 'AttachNetworkInterface', 'ModifyNet
 
 /** What the node binary's STATUS says for this node item (node/plugin/status.ts), the store having answered. */
 function statusFor(node: NodeRecord | undefined): string | undefined {
-  return unavailableReason({ nowMs: 0, graceMs: 0, store: { kind: 'answered', node } });
+  return judgeStatus({ nowMs: 0, readyThisBoot: false, store: { kind: 'answered', node } }).unavailable;
 }
 
 describe('Launch without a lifecycle hook (EC2 state change; simulator + dynalite)', () => {

@@ -56,7 +56,7 @@ describe('the built vpc-lease-cni', () => {
     const confDir = join(dir, 'net.d');
     const bad = await runProcess(
       join(bin, 'vpc-lease-cni'),
-      ['install', '--bin-dir', binDir, '--conf-dir', confDir, '--config', '{"mtu": 5}'],
+      ['install', '--no-wait-ready', '--bin-dir', binDir, '--conf-dir', confDir, '--config', '{"mtu": 5}'],
       env,
       '',
     );
@@ -70,6 +70,7 @@ describe('the built vpc-lease-cni', () => {
         join(bin, 'vpc-lease-cni'),
         [
           'install',
+          '--no-wait-ready',
           '--bin-dir',
           binDir,
           '--conf-dir',
@@ -93,7 +94,8 @@ describe('the built vpc-lease-cni', () => {
     expect(readdirSync(confDir)).toEqual(['10-vpc-lease.conflist']);
     const conflist = JSON.parse(readFileSync(join(confDir, '10-vpc-lease.conflist'), 'utf8'));
     expect(conflist).toEqual({
-      cniVersion: '1.1.0',
+      cniVersion: '1.0.0',
+      cniVersions: ['1.0.0', '1.1.0'],
       name: 'vpc-lease',
       plugins: [
         { type: 'vpc-lease-cni', tableName: 'prod-leases', mtu: 9001, serviceCidrs: ['10.96.0.0/12'] },
@@ -151,7 +153,18 @@ describe.skipIf(seaSkip)('the single executable vpc-lease-cni, on a host without
     const build = join(dir, 'build', 'vpc-lease-cni');
     const r = await withoutNode(
       build,
-      ['install', '--bin-dir', binDir, '--conf-dir', confDir, '--config', config, '--service-cidrs', '10.96.0.0/12'],
+      [
+        'install',
+        '--no-wait-ready',
+        '--bin-dir',
+        binDir,
+        '--conf-dir',
+        confDir,
+        '--config',
+        config,
+        '--service-cidrs',
+        '10.96.0.0/12',
+      ],
       {},
       '',
     );

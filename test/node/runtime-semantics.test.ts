@@ -117,23 +117,26 @@ describe.skipIf(skip)('vpc-lease-cni STATUS, GC and serialized ADDs', () => {
         await f.store.release(f.arn, { containerId: `full-${i}`, ifName: 'eth0' }, Date.now() - 7_200_000, 0);
     }, 120_000);
 
-    it('stays ready through a store outage within the grace period and reports 50 beyond it', async () => {
+    it('stays ready with its store down or refusing once READY in this boot; a node never READY in it reports 50', async () => {
       expect((await status()).code).toBe(0);
       const down = { dynamoEndpoint: 'http://127.0.0.1:9', storeTimeoutMs: 300 };
-      const blip = await status(down);
-      expect(blip.code, blip.stdout).toBe(0);
-      const long = await status({ ...down, statusStoreGraceMs: 0 });
-      expect(long.json).toMatchObject({ code: 50, details: expect.stringMatching(/lease store is unreachable/) });
-      // A node that never reached its store has no grace at all.
-      const fresh = await status({ ...down, dataDir: join(f.dir, 'never-reached') });
-      expect(fresh.json).toMatchObject({ code: 50, details: expect.stringMatching(/never reached/) });
+      const outage = await status(down);
+      expect(outage.code, outage.stdout).toBe(0);
+      const noTable = await status({ tableName: 'no-such-table' });
+      expect(noTable.code, noTable.stdout).toBe(0);
+      // The same failures on a node with no READY recorded for this boot (a fresh data dir).
+      const fresh = await status({ ...down, dataDir: join(f.dir, 'never-ready') });
+      expect(fresh.json).toMatchObject({
+        code: 50,
+        details: expect.stringMatching(/not been seen READY since this boot/),
+      });
+      const freshNoTable = await status({ tableName: 'no-such-table', dataDir: join(f.dir, 'never-ready') });
+      expect(freshNoTable.json).toMatchObject({ code: 50, details: expect.stringMatching(/refused the request/) });
     }, 120_000);
 
-    it('reports 50 without an identity, for a table it may not use, and on a DRAINING node', async () => {
+    it('reports 50 without an identity and on a DRAINING node', async () => {
       const noImds = await status({ imdsEndpoint: 'http://127.0.0.1:9', dataDir: join(f.dir, 'no-identity') });
       expect(noImds.json).toMatchObject({ code: 50, details: expect.stringMatching(/no instance identity/) });
-      const noTable = await status({ tableName: 'no-such-table' });
-      expect(noTable.json).toMatchObject({ code: 50, details: expect.stringMatching(/refused the node/) });
       await setPhase('DRAINING');
       expect((await status()).json).toMatchObject({ code: 50, details: expect.stringMatching(/DRAINING/) });
       await setPhase('READY');

@@ -1,9 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { type StatusFacts, type StoreProbe, unavailableReason } from '../../node/plugin/status.js';
+import { judgeStatus, type StatusFacts, type StoreProbe } from '../../node/plugin/status.js';
 import type { NodePhase, NodeRecord } from '../../shared/domain/node.js';
 
 const NOW = 1_800_000_000_000;
-const GRACE = 120_000;
 
 function node(phase: NodePhase, failureReason?: string): NodeRecord {
   return {
@@ -25,13 +24,19 @@ function node(phase: NodePhase, failureReason?: string): NodeRecord {
 const answered = (n: NodeRecord | undefined): StoreProbe => ({ kind: 'answered', node: n });
 const unreachable: StoreProbe = { kind: 'unreachable', error: 'connect ECONNREFUSED 127.0.0.1:9' };
 
+const refused: StoreProbe = { kind: 'refused', error: 'ResourceNotFoundException: Requested resource not found' };
+
 function facts(extra: Partial<StatusFacts>): StatusFacts {
-  return { nowMs: NOW, graceMs: GRACE, store: answered(node('READY')), ...extra };
+  return { nowMs: NOW, readyThisBoot: true, store: answered(node('READY')), ...extra };
 }
 
-describe('unavailableReason', () => {
+const fresh = { readyThisBoot: false };
+
+describe('judgeStatus: 50 only for causes local to the node', () => {
+  // Each cause beside its opposite: the same store answer on a node READY in this boot and on one never READY.
   it.each<[string, Partial<StatusFacts>, RegExp | undefined]>([
     ['a READY node whose store answers', {}, undefined],
+    ['a READY node on a fresh boot (this STATUS records it)', { ...fresh }, undefined],
     ['a READY node with credentials that expire later', { credentialsExpireAtMs: NOW + 1 }, undefined],
     [
       'no identity (IMDS down, nothing cached)',
@@ -39,37 +44,39 @@ describe('unavailableReason', () => {
       /no instance identity: IMDS timed out/,
     ],
     ['credentials that have expired', { credentialsExpireAtMs: NOW }, /credentials expired/],
+    ['an unreachable store, READY this boot', { store: unreachable }, undefined],
     [
-      'a store that refuses the credentials',
-      { store: { kind: 'refused', error: 'UnrecognizedClientException' } },
-      /refused the node: UnrecognizedClientException/,
+      'an unreachable store, never READY this boot',
+      { ...fresh, store: unreachable },
+      /not been seen READY since this boot, and the lease store is unreachable/,
     ],
-    ['an unreachable store that answered 10 s ago', { store: unreachable, storeOkAtMs: NOW - 10_000 }, undefined],
-    ['an unreachable store exactly at the grace limit', { store: unreachable, storeOkAtMs: NOW - GRACE }, undefined],
+    ['a refusing store (wrong table), READY this boot', { store: refused }, undefined],
     [
-      'an unreachable store past the grace period',
-      { store: unreachable, storeOkAtMs: NOW - GRACE - 1 },
-      /unreachable for 120 s \(grace 120 s\)/,
-    ],
-    ['an unreachable store that never answered', { store: unreachable }, /never reached/],
-    [
-      'an unreachable store whose last answer is in the future (clock stepped back)',
-      { store: unreachable, storeOkAtMs: NOW + 5_000 },
-      /last answer is dated in the future/,
+      'a refusing store (wrong table), never READY this boot',
+      { ...fresh, store: refused },
+      /not been seen READY.*refused the request: ResourceNotFoundException/,
     ],
     [
-      'no node item (hook-less launch not provisioned yet)',
-      { store: answered(undefined) },
+      'no node item, never READY this boot (hook-less launch)',
+      { ...fresh, store: answered(undefined) },
       /not provisioned yet: no node item/,
     ],
-    ['a PENDING node', { store: answered(node('PENDING')) }, /not provisioned yet \(phase PENDING\)/],
-    ['a PROVISIONING node', { store: answered(node('PROVISIONING')) }, /phase PROVISIONING/],
-    ['a DRAINING node', { store: answered(node('DRAINING')) }, /the node is DRAINING/],
+    ['no node item after READY this boot (another table of that name)', { store: answered(undefined) }, undefined],
+    ['a PENDING node', { ...fresh, store: answered(node('PENDING')) }, /not provisioned yet \(phase PENDING\)/],
+    ['a PROVISIONING node', { ...fresh, store: answered(node('PROVISIONING')) }, /phase PROVISIONING/],
+    ['a DRAINING node, even READY earlier this boot', { store: answered(node('DRAINING')) }, /the node is DRAINING/],
     ['a GONE node', { store: answered(node('GONE')) }, /the node is GONE/],
     ['a FAILED node', { store: answered(node('FAILED', 'subnet full')) }, /failed provisioning: subnet full/],
   ])('%s', (_name, extra, expected) => {
-    const reason = unavailableReason(facts(extra));
-    if (expected === undefined) expect(reason).toBeUndefined();
-    else expect(reason).toMatch(expected);
+    const verdict = judgeStatus(facts(extra));
+    if (expected === undefined) expect(verdict.unavailable).toBeUndefined();
+    else expect(verdict.unavailable).toMatch(expected);
+  });
+
+  it('says why a node stays ready while its store fails (the log line for operators)', () => {
+    expect(judgeStatus(facts({ store: unreachable })).degraded).toMatch(
+      /lease store is unreachable: connect ECONNREFUSED/,
+    );
+    expect(judgeStatus(facts({})).degraded).toBeUndefined();
   });
 });

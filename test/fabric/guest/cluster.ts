@@ -74,9 +74,13 @@ export class Cluster {
 
   /** `vpc-lease-cni install` with the ConfigMap's config (mode replaced) and the DaemonSet's other flags. */
   install(node: string, config: string, extraArgs: readonly string[] = []): Promise<PluginRun> {
-    return nodeExec(node, [this.cni, 'install', '--cni-version', '1.0.0', '--chain', 'portmap', ...extraArgs], {
-      VPC_LEASE_CNI_CONFIG: config,
-    });
+    return nodeExec(
+      node,
+      [this.cni, 'install', '--no-wait-ready', '--cni-version', '1.0.0', '--chain', 'portmap', ...extraArgs],
+      {
+        VPC_LEASE_CNI_CONFIG: config,
+      },
+    );
   }
 
   conflist(node: string): Record<string, unknown> {

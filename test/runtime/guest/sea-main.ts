@@ -48,7 +48,16 @@ const cases: GuestCase[] = [
       mkdirSync(binDir, { recursive: true });
       const r = await withoutNode(
         sea,
-        ['install', '--bin-dir', binDir, '--conf-dir', '/tmp/vpc-lease-sea/net.d', '--service-cidrs', '10.96.0.0/16'],
+        [
+          'install',
+          '--no-wait-ready',
+          '--bin-dir',
+          binDir,
+          '--conf-dir',
+          '/tmp/vpc-lease-sea/net.d',
+          '--service-cidrs',
+          '10.96.0.0/16',
+        ],
         {},
         '',
       );

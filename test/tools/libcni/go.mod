@@ -1,0 +1,5 @@
+module vpc-lease.test/libcni-driver
+
+go 1.22
+
+require github.com/containernetworking/cni v1.1.2
