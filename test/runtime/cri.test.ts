@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +6,7 @@ import { buildSea } from '../../infra/build.js';
 import type { Lease } from '../../shared/domain/lease.js';
 import { NodeFixture } from '../node/support/node-fixture.js';
 import { missing } from '../support/capabilities.js';
+import { runPluginProcess } from '../support/plugin-process.js';
 import { ensureTool, goAvailable, toolDir } from '../tools/build.js';
 import { type CriGeneration, CriRuntime } from './support/cri-runtime.js';
 
@@ -75,7 +75,8 @@ function criSuite(generation: CriGeneration, extra?: (ctx: () => SuiteContext) =
       await buildSea(dist, { reuse: true });
       const config = fixture.netconf('1.0.0', { reuseWaitMs: 600_000 });
       for (const k of ['cniVersion', 'name', 'type']) delete config[k];
-      execFileSync(
+      // Not execFileSync: the installer waits for READY through the fixture's IMDS and store in this process.
+      const installed = await runPluginProcess(
         join(dist, 'vpc-lease-cni'),
         [
           'install',
@@ -87,9 +88,14 @@ function criSuite(generation: CriGeneration, extra?: (ctx: () => SuiteContext) =
           JSON.stringify(config),
           '--service-cidrs',
           SERVICE_CIDRS,
+          // The node is READY already; a hang here would mean the installer cannot see that.
+          '--ready-timeout-s',
+          '60',
         ],
-        { env: fixture.baseEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
+        fixture.baseEnv(),
+        '',
       );
+      expect(installed.code, installed.stderr).toBe(0);
       // CRI loads the conflist when its directory changes; kubelet likewise waits for NetworkReady.
       await waitFor(generation, 'NetworkReady after install', async () =>
         (await runtime.networkReady()).status ? true : undefined,
@@ -112,6 +118,11 @@ function criSuite(generation: CriGeneration, extra?: (ctx: () => SuiteContext) =
       const conflist = JSON.parse(readFileSync(join(runtime.confDir, name!), 'utf8'));
       expect(conflist.plugins.map((p: { type: string }) => p.type)).toEqual(['vpc-lease-cni', 'portmap']);
       expect(conflist.plugins[0].serviceCidrs).toEqual([SERVICE_CIDRS]);
+      // libcni 1.1 (containerd 1.6) reads cniVersion; libcni 1.3 (2.x) takes 1.1.0 from cniVersions, and so STATUS,
+      // offered only where the chained portmap speaks it too.
+      expect(conflist.cniVersion).toBe('1.0.0');
+      if (generation === '2.x') expect(conflist.cniVersions).toContain('1.1.0');
+      else expect(conflist.cniVersions ?? []).not.toContain('1.1.0');
       expect(await runtime.networkReady()).toMatchObject({ status: true });
     });
 
