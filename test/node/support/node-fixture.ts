@@ -9,6 +9,7 @@ import { IamEndpoint } from '../../../infra/local/iam/endpoint.js';
 import { synthesizedNodePolicy } from '../../../infra/local/iam/synthesize-node-policy.js';
 import { instanceArn } from '../../../shared/domain/arn.js';
 import type { NewLease } from '../../../shared/domain/lease.js';
+import type { NodePhase, NodeRecord } from '../../../shared/domain/node.js';
 import { createSdkDynamoApi } from '../../../shared/dynamo/sdk-client.js';
 import { DynamoLeaseStore } from '../../../shared/lease-store/dynamo-lease-store.js';
 import type { LeaseStore } from '../../../shared/lease-store/port.js';
@@ -126,6 +127,27 @@ export class NodeFixture {
     }));
     await this.store.putLeases(leases, Date.now() - 1000);
     return leases.map((l) => l.ip);
+  }
+
+  /** Creates the node item in `phase`, or moves it there (what the lifecycle and drain handlers write). */
+  async setPhase(phase: NodePhase): Promise<void> {
+    const current = await this.store.getNode(this.arn);
+    const nowMs = Date.now();
+    const record: NodeRecord = {
+      instanceArn: this.arn,
+      instanceId: this.imds.instanceId,
+      instanceType: 'm5.large',
+      availabilityZone: 'us-east-1a',
+      podSubnetIds: [],
+      phase,
+      enis: [],
+      maxPods: 29,
+      createdAtMs: current?.createdAtMs ?? nowMs,
+      updatedAtMs: nowMs,
+      version: current?.version ?? 1,
+    };
+    if (current) await this.store.updateNode(record, current.version);
+    else await this.store.createNode(record);
   }
 
   addNetns(): string {

@@ -8,17 +8,19 @@ import { runPluginProcess } from '../../support/plugin-process.js';
  * A private containerd: its own root, state and socket under a temp dir, running in its own mount namespace in
  * which /etc and /opt are overlays (writes land in the temp dir) and /etc/cni/net.d and /opt/cni/bin — the
  * directories containerd's CNI integration reads, with no flag to change them in `ctr` — are bind mounts of
- * temp dirs. The host's /etc, /opt and any other containerd are never touched. Every `ctr` runs in that
+ * temp dirs. The host's /etc, /opt, /var and any other containerd are never touched. Every `ctr` runs in that
  * namespace through nsenter, so the CNI plugins it executes see the same directories.
  */
 const NS_SETUP = [
   'set -e',
   'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/overlay/etc-up,workdir=$1/overlay/etc-work" /etc',
   'mount -t overlay overlay -o "lowerdir=/opt,upperdir=$1/overlay/opt-up,workdir=$1/overlay/opt-work" /opt',
+  // libcni's result cache (/var/lib/cni) lands here too.
+  'mount -t overlay overlay -o "lowerdir=/var,upperdir=$1/overlay/var-up,workdir=$1/overlay/var-work" /var',
   'mkdir -p /etc/cni/net.d /opt/cni/bin',
   'mount --bind "$1/net.d" /etc/cni/net.d',
   'mount --bind "$1/cni-bin" /opt/cni/bin',
-  'exec containerd --config "$1/config.toml"',
+  'exec "$2" --config "$1/config.toml"',
 ].join('\n');
 
 export const CTR_NAMESPACE = 'vpc-lease-test';
@@ -29,27 +31,47 @@ export interface CtrRun {
   readonly stderr: string;
 }
 
+export interface ContainerdOptions {
+  /** The directory holding containerd and ctr (default Debian's /usr/bin). */
+  readonly binDir?: string;
+  /** The config file's version: 2 for containerd 1.x, 3 for 2.x. */
+  readonly configVersion?: 2 | 3;
+  /** Config after root, state and the sockets (default: CRI disabled, as ctr needs none). */
+  readonly config?: (dir: string) => readonly string[];
+  /** The daemon's environment beyond PATH: the CNI plugins its CRI plugin runs inherit it. */
+  readonly env?: Record<string, string>;
+  /** The containerd namespace `ctr` works in. */
+  readonly namespace?: string;
+}
+
 export class PrivateContainerd {
   readonly dir = mkdtempSync(join(tmpdir(), 'vpc-lease-containerd-'));
   /** The host side of /etc/cni/net.d and /opt/cni/bin inside the namespace. */
   readonly confDir = join(this.dir, 'net.d');
   readonly binDir = join(this.dir, 'cni-bin');
-  private readonly socket = join(this.dir, 'containerd.sock');
+  readonly socket = join(this.dir, 'containerd.sock');
+  /** The host side of libcni's cache (/var/lib/cni inside the namespace): what each attachment was given. */
+  readonly cniCacheDir = join(this.dir, 'overlay', 'var-up', 'lib', 'cni');
+  private readonly toolDir: string;
+  private readonly namespace: string;
   private daemon?: ChildProcess;
   private exited?: Promise<void>;
   private nsPid?: number;
 
-  constructor() {
-    for (const d of ['overlay/etc-up', 'overlay/etc-work', 'overlay/opt-up', 'overlay/opt-work', 'net.d', 'cni-bin'])
-      mkdirSync(join(this.dir, d), { recursive: true });
+  constructor(private readonly options: ContainerdOptions = {}) {
+    this.toolDir = options.binDir ?? '/usr/bin';
+    this.namespace = options.namespace ?? CTR_NAMESPACE;
+    for (const d of ['etc-up', 'etc-work', 'opt-up', 'opt-work', 'var-up', 'var-work', '../net.d', '../cni-bin'])
+      mkdirSync(join(this.dir, 'overlay', d), { recursive: true });
+    // Only what ctr needs by default: no CRI (it would read the host's CNI dirs and config of its own).
+    const config = options.config?.(this.dir) ?? ['disabled_plugins = ["io.containerd.grpc.v1.cri"]'];
     writeFileSync(
       join(this.dir, 'config.toml'),
       [
-        'version = 2',
+        `version = ${options.configVersion ?? 2}`,
         `root = ${JSON.stringify(join(this.dir, 'root'))}`,
         `state = ${JSON.stringify(join(this.dir, 'state'))}`,
-        // Only what ctr needs: no CRI (it would read the host's CNI dirs and config of its own).
-        'disabled_plugins = ["io.containerd.grpc.v1.cri"]',
+        ...config,
         '[grpc]',
         `  address = ${JSON.stringify(this.socket)}`,
         '[ttrpc]',
@@ -58,16 +80,30 @@ export class PrivateContainerd {
     );
   }
 
+  /** PATH with this containerd's directory first, so it starts its own shims. */
+  private path(): string {
+    return `${this.toolDir}:${process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`;
+  }
+
   /** Starts the daemon (again, after stop: same root and state, as a restart on a node) and waits for it. */
   async start(): Promise<void> {
     const log = join(this.dir, 'containerd.log');
     // unshare execs without forking, so this child's pid is containerd's (and names its mount namespace).
     const child = spawn(
       'unshare',
-      ['--mount', '--propagation', 'private', '--', 'sh', '-c', NS_SETUP, 'sh', this.dir],
-      {
-        stdio: ['ignore', 'ignore', 'pipe'],
-      },
+      [
+        '--mount',
+        '--propagation',
+        'private',
+        '--',
+        'sh',
+        '-c',
+        NS_SETUP,
+        'sh',
+        this.dir,
+        join(this.toolDir, 'containerd'),
+      ],
+      { env: { ...process.env, ...this.options.env, PATH: this.path() }, stdio: ['ignore', 'ignore', 'pipe'] },
     );
     const chunks: Buffer[] = [];
     child.stderr?.on('data', (c: Buffer) => chunks.push(c));
@@ -100,8 +136,19 @@ export class PrivateContainerd {
     if (!this.nsPid) throw new Error('containerd is not started');
     return runPluginProcess(
       'nsenter',
-      ['-t', String(this.nsPid), '-m', '--', 'ctr', '-a', this.socket, '-n', CTR_NAMESPACE, ...args],
-      { PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...env },
+      [
+        '-t',
+        String(this.nsPid),
+        '-m',
+        '--',
+        join(this.toolDir, 'ctr'),
+        '-a',
+        this.socket,
+        '-n',
+        this.namespace,
+        ...args,
+      ],
+      { PATH: this.path(), ...env },
       '',
     );
   }
@@ -111,9 +158,20 @@ export class PrivateContainerd {
     if (!this.nsPid) throw new Error('containerd is not started');
     const child = spawn(
       'nsenter',
-      ['-t', String(this.nsPid), '-m', '--', 'ctr', '-a', this.socket, '-n', CTR_NAMESPACE, ...args],
+      [
+        '-t',
+        String(this.nsPid),
+        '-m',
+        '--',
+        join(this.toolDir, 'ctr'),
+        '-a',
+        this.socket,
+        '-n',
+        this.namespace,
+        ...args,
+      ],
       {
-        env: { PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...env },
+        env: { PATH: this.path(), ...env },
         stdio: ['ignore', 'pipe', 'pipe'],
       },
     );
@@ -130,8 +188,9 @@ export class PrivateContainerd {
   }
 
   /** Removes every container of the namespace, stops the daemon and ends the shims it started. */
-  async close(): Promise<void> {
+  async close(beforeStop?: () => Promise<void>): Promise<void> {
     if (this.daemon && this.daemon.exitCode === null) {
+      await beforeStop?.();
       const tasks = await this.ctr(['tasks', 'ls', '-q']);
       for (const id of tasks.stdout.split('\n').filter(Boolean)) await this.ctr(['tasks', 'rm', '-f', id]);
       const containers = await this.ctr(['containers', 'ls', '-q']);
@@ -142,8 +201,7 @@ export class PrivateContainerd {
     for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
       try {
         const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-        if (cmd.startsWith('/usr/bin/containerd-shim') && cmd.includes(this.socket))
-          process.kill(Number(pid), 'SIGKILL');
+        if (cmd.includes('containerd-shim') && cmd.includes(this.socket)) process.kill(Number(pid), 'SIGKILL');
       } catch {
         // gone meanwhile
       }
