@@ -131,7 +131,7 @@ describe.skipIf(skip)('a standalone kubelet on containerd 2.x drives the install
 
   it('runs static pods on their leased addresses, up to vpc-lease’s max-pods', async () => {
     expect(maxPods).toBe(CAP_PODS);
-    const seeded = await fixture.seed(maxPods + 2, 10);
+    const seeded = await fixture.seed(maxPods + 6, 10);
     // One host-network pod (as kube-proxy) counts against max-pods but takes no address.
     kubelet.addStaticPod({
       name: 'agent',
@@ -158,12 +158,13 @@ describe.skipIf(skip)('a standalone kubelet on containerd 2.x drives the install
   it('refuses a pod beyond max-pods in kubelet’s own admission: no ADD, no lease', async () => {
     const from = kubelet.log.length;
     kubelet.addStaticPod({ name: 'extra', image: BUSYBOX, command: ['/bin/busybox', 'sleep', '3600'] });
+    // Static pods are critical: kubelet first looks for pods to preempt, then denies admission naming the resource.
     const refusal = await kubelet.waitForLog(
-      /Predicate failed on Pod.*pod="default\/extra-vpc-lease-kubelet".*Node didn't have enough resource: pods/,
+      /"Pod admission denied".*pod="default\/extra-vpc-lease-kubelet".*/,
       POD_TIMEOUT_MS,
       from,
     );
-    expect(refusal[0]).toContain(`capacity: ${maxPods}`);
+    expect(refusal[0]).toMatch(/res: pods|Node didn't have enough resource: pods/);
     // Admission runs before any sandbox exists: the runtime never ran ADD for it.
     expect((await runtime.crictl(['pods', '-q', '--name', 'extra-'])).stdout.trim()).toBe('');
     expect(await leaseOf('extra')).toBeUndefined();
@@ -188,7 +189,11 @@ describe.skipIf(skip)('a standalone kubelet on containerd 2.x drives the install
     expect(notReady[0]).toContain('the node is DRAINING');
     // A pod arriving now is admitted (web-0 left a slot) but not started: no sandbox, no ADD.
     kubelet.addStaticPod({ name: 'late', image: BUSYBOX, command: ['/bin/busybox', 'sleep', '3600'] });
-    await kubelet.waitForLog(/Error syncing pod.*late-vpc-lease-kubelet.*network is not ready/, POD_TIMEOUT_MS, from);
+    await kubelet.waitForLog(
+      /Error syncing pod.*network is not ready.*pod="default\/late-vpc-lease-kubelet"/,
+      POD_TIMEOUT_MS,
+      from,
+    );
     expect(await leaseOf('late')).toBeUndefined();
     const drained = kubelet.log.length;
     await fixture.setPhase('READY');
