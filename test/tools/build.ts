@@ -7,7 +7,7 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,6 +18,15 @@ export interface ToolPin {
   readonly version: string;
   /** Main packages under the module, each built into a binary named by its last path element. */
   readonly packages: readonly string[];
+  /** Build with cgo, as the tool's own release does (kubelet is linked dynamically upstream). Default off. */
+  readonly cgo?: boolean;
+  /** `go build -ldflags`; `{version}` becomes the pin's version (kubelet reports it). */
+  readonly ldflags?: string;
+  /**
+   * k8s.io/kubernetes only: its go.mod points its staging modules (k8s.io/api, …) at ./staging, which a
+   * dependent cannot use, so the tool's go.mod replaces each with its published release of this version.
+   */
+  readonly stagingVersion?: string;
 }
 
 export const TOOLS_DIR = dirname(fileURLToPath(import.meta.url));
@@ -27,13 +36,13 @@ export function readPins(): Record<string, ToolPin> {
 }
 
 /** Explicit so a developer's own Go settings never change what gets built. */
-export function goEnv(): NodeJS.ProcessEnv {
+export function goEnv(pin?: ToolPin): NodeJS.ProcessEnv {
   return {
     ...process.env,
     GOTOOLCHAIN: 'local',
     GOFLAGS: '-mod=readonly -trimpath -buildvcs=false',
     GOWORK: 'off',
-    CGO_ENABLED: '0',
+    CGO_ENABLED: pin?.cgo ? '1' : '0',
   };
 }
 
@@ -66,6 +75,8 @@ export function toolDir(name: string): string {
   const pin = pinOf(name);
   const hash = createHash('sha256');
   for (const f of ['go.mod', 'go.sum']) hash.update(readFileSync(join(TOOLS_DIR, name, f)));
+  // Only tools that set them hash their build options, so adding the fields left other tools' caches valid.
+  if (pin.cgo !== undefined || pin.ldflags !== undefined) hash.update(JSON.stringify([pin.cgo, pin.ldflags]));
   return join(toolCacheRoot(), `${name}-${pin.version}-${hash.digest('hex').slice(0, 12)}`);
 }
 
@@ -79,10 +90,10 @@ export function goAvailable(): boolean {
   }
 }
 
-function run(command: string, args: readonly string[], cwd: string, logFile: string): Promise<void> {
+function run(command: string, args: readonly string[], cwd: string, logFile: string, pin: ToolPin): Promise<void> {
   return new Promise((resolvePromise, reject) => {
     const log = openSync(logFile, 'a');
-    const child = spawn(command, args, { cwd, env: goEnv(), stdio: ['ignore', log, log] });
+    const child = spawn(command, args, { cwd, env: goEnv(pin), stdio: ['ignore', log, log] });
     child.on('error', reject);
     child.on('exit', (code) => {
       if (code === 0) resolvePromise();
@@ -110,9 +121,16 @@ export async function ensureTool(name: string): Promise<string> {
   try {
     await run(
       'go',
-      ['build', '-o', `${tmp}/`, ...pin.packages.map((p) => `${pin.module}/${p}`)],
+      [
+        'build',
+        ...(pin.ldflags ? ['-ldflags', pin.ldflags.replaceAll('{version}', pin.version)] : []),
+        '-o',
+        `${tmp}/`,
+        ...pin.packages.map((p) => `${pin.module}/${p}`),
+      ],
       join(TOOLS_DIR, name),
       logFile,
+      pin,
     );
     try {
       renameSync(tmp, dir);
@@ -134,11 +152,19 @@ export async function toolBinary(name: string, binary: string): Promise<string> 
   return path;
 }
 
+/** Points every `k8s.io/X => k8s.io/X vN` replace of the tool's go.mod at `version`. */
+function replaceStaging(cwd: string, version: string): void {
+  const file = join(cwd, 'go.mod');
+  const text = readFileSync(file, 'utf8').replace(/^(\s*(k8s\.io\/[\w.-]+) => \2) v\S+$/gm, `$1 ${version}`);
+  writeFileSync(file, text);
+}
+
 /** Rewrites each tool's go.mod/go.sum to require exactly its pin (the proxy answers; run after a pin change). */
 function updateModules(): void {
   for (const [name, pin] of Object.entries(readPins())) {
     const cwd = join(TOOLS_DIR, name);
-    const env = { ...goEnv(), GOFLAGS: '-mod=mod -buildvcs=false' };
+    const env = { ...goEnv(pin), GOFLAGS: '-mod=mod -buildvcs=false' };
+    if (pin.stagingVersion) replaceStaging(cwd, pin.stagingVersion);
     execFileSync('go', ['get', '-tool', ...pin.packages.map((p) => `${pin.module}/${p}@${pin.version}`)], {
       cwd,
       env,

@@ -52,6 +52,7 @@ export async function startFakeImds(
           JSON.stringify({ instanceId, region, accountId, availabilityZone: `${region}a`, instanceType: 'm5.large' }),
         );
     }
+    if (req.url === '/latest/meta-data/instance-type') return void res.writeHead(200).end('m5.large');
     if (req.url === '/latest/meta-data/services/partition' && partition) return void res.writeHead(200).end(partition);
     if (req.url === '/latest/meta-data/iam/security-credentials/') return void res.writeHead(200).end('node-role');
     if (req.url === '/latest/meta-data/iam/security-credentials/node-role') {

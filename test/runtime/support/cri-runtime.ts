@@ -64,6 +64,7 @@ function config2x(dir: string, toolDir: string): string[] {
     `  sandbox = ${quote(PAUSE_IMAGE)}`,
     `${runtime}]`,
     '  netns_mounts_under_state_dir = true',
+    // kubelet asks -998 for sandboxes; this sandbox may not lower oom_score_adj (runc then fails every create).
     '  restrict_oom_score_adj = true',
     `${runtime}.containerd]`,
     '  default_runtime_name = "runc"',
