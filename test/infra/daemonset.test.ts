@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { IMAGE_ARCHES } from '../../infra/image/build-image.js';
 import { DAEMONSET_FILE, IMAGE_PLACEHOLDER, renderDaemonSet } from '../../infra/image/render-daemonset.js';
 import { type K8sObject, parseManifest } from './support/manifest.js';
 
@@ -15,6 +16,7 @@ interface Container {
 interface PodSpec {
   priorityClassName?: string;
   nodeSelector?: Record<string, string>;
+  affinity?: Record<string, unknown>;
   tolerations?: Record<string, unknown>[];
   initContainers: Container[];
   containers: Container[];
@@ -59,6 +61,19 @@ describe('node/deploy/daemonset.yaml, rendered', () => {
     expect(pod.nodeSelector).toEqual({ 'kubernetes.io/os': 'linux' });
     // A toleration without key and effect, operator Exists, matches every taint (Karpenter's startup taints too).
     expect(pod.tolerations).toEqual([{ operator: 'Exists' }]);
+  });
+
+  it('schedules only on the architectures the image index has (amd64, arm64)', () => {
+    expect(pod.affinity).toEqual({
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: [
+            { matchExpressions: [{ key: 'kubernetes.io/arch', operator: 'In', values: ['amd64', 'arm64'] }] },
+          ],
+        },
+      },
+    });
+    expect(IMAGE_ARCHES.map((a) => (a === 'x64' ? 'amd64' : a)).sort()).toEqual(['amd64', 'arm64']);
   });
 
   it('rolls out by surge: a node keeps its pod until the new installer has run', () => {
