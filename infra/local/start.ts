@@ -43,6 +43,13 @@ async function main(): Promise<number> {
   const stop = (signal: NodeJS.Signals): void => {
     if (stopping) return;
     stopping = true;
+    const code = signal === 'SIGINT' ? 130 : 143;
+    // Closing the cloud under requests still in flight can throw inside dynalite ("Database is closed"); once
+    // stopping, the signal decides the exit status, and the exit handler still removes namespaces and links.
+    process.on('uncaughtException', (err) => {
+      process.stderr.write(`${signal}: while stopping: ${errorMessage(err)}\n`);
+      process.exit(code);
+    });
     // Commands in flight (an `ip netns add`, a plugin ADD) finish first, so none creates anything after the
     // cleanup; then the namespaces and links go, then the cloud.
     hostNet
@@ -54,7 +61,7 @@ async function main(): Promise<number> {
         removeLocalState(opts.localDir);
         return run?.close();
       })
-      .finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+      .finally(() => process.exit(code));
   };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);

@@ -20,11 +20,11 @@ describe('installer: service CIDR', () => {
     ...extra,
   ];
 
-  it('refuses the shipped config without one, naming the flag, before writing anything', () => {
+  it('refuses the shipped config without one, naming the flag, before writing anything', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'vpc-install-'));
     dirs.push(dir);
     const options = installOptionsFromArgs(args(dir), {}, '/nonexistent/vpc-lease-cni');
-    expect(() => install(options)).toThrow(/--service-cidrs .*--service-cluster-ip-range/);
+    await expect(install(options)).rejects.toThrow(/--service-cidrs .*--service-cluster-ip-range/);
     expect(existsSync(join(dir, 'bin'))).toBe(false);
     expect(existsSync(join(dir, 'net.d'))).toBe(false);
   });
@@ -38,7 +38,7 @@ describe('installer: service CIDR', () => {
     expect(empty.pluginConfig['serviceCidrs']).toBeUndefined();
   });
 
-  it('needs none when the pod has no host veth (it could not route them anyway)', () => {
+  it('needs none when the pod has no host veth (it could not route them anyway)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'vpc-install-'));
     dirs.push(dir);
     const options = installOptionsFromArgs(
@@ -47,6 +47,6 @@ describe('installer: service CIDR', () => {
       '/nonexistent/vpc-lease-cni',
     );
     // Past the service-CIDR check: it fails on the missing executable instead.
-    expect(() => install(options)).toThrow(/ENOENT|no such file/);
+    await expect(install(options)).rejects.toThrow(/ENOENT|no such file/);
   });
 });
