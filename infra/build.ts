@@ -9,7 +9,8 @@
  *   the setns addon cross-compiled with Debian's gcc-aarch64-linux-gnu, netlink.node the package's arm64 prebuild.
  * - buildCni: the development layout the test suites build privately (a launcher with a shebang running the
  *   bundle vpc-lease-cni.js through V8's code cache on the repo's Node), quick to build and to debug.
- * - dist/lambdas/<name>/index.mjs: one ESM bundle per `lambdas/<name>/handler.ts`.
+ * - dist/lambdas/<name>/index.mjs: one ESM bundle per `lambdas/<name>/handler.ts`, made as the CDK construct makes
+ *   it (infra/lambda-bundle.ts).
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -49,6 +50,7 @@ import {
   seaNodeVersion,
   withLock,
 } from './cross.js';
+import { lambdaBuildOptions } from './lambda-bundle.js';
 
 const PLUGIN_FILE = 'vpc-lease-cni';
 
@@ -375,22 +377,7 @@ async function buildLambdas(): Promise<void> {
   for (const name of names) {
     const outfile = join(dist, 'lambdas', name, 'index.mjs');
     mkdirSync(dirname(outfile), { recursive: true });
-    await build({
-      entryPoints: [join(lambdasDir, name, 'handler.ts')],
-      outfile,
-      bundle: true,
-      platform: 'node',
-      target: 'node20',
-      format: 'esm',
-      minifyWhitespace: true,
-      minifySyntax: true,
-      sourcemap: 'linked',
-      // CommonJS dependencies inside an ESM bundle still call require() for Node built-ins.
-      banner: {
-        js: "import { createRequire as __vpcCreateRequire } from 'node:module'; const require = __vpcCreateRequire(import.meta.url);",
-      },
-      legalComments: 'none',
-    });
+    await build(lambdaBuildOptions(join(lambdasDir, name, 'handler.ts'), outfile));
     console.log(`dist/lambdas/${name}/index.mjs`);
   }
 }

@@ -7,6 +7,7 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
+import { LAMBDA_BUNDLE } from '../lambda-bundle.js';
 
 /** The project root: where `lambdas/` and package-lock.json live (two levels above this file). */
 export const PROJECT_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -68,12 +69,17 @@ export class ControlPlaneFunction extends Construct {
         format: nodejs.OutputFormat.ESM,
         // Bundle the pinned SDK rather than the runtime's: the code runs against the version it was tested with.
         externalModules: [],
-        minify: true,
+        target: LAMBDA_BUNDLE.target,
+        mainFields: [...LAMBDA_BUNDLE.mainFields],
+        minify: LAMBDA_BUNDLE.minify,
+        keepNames: LAMBDA_BUNDLE.keepNames,
         sourceMap: true,
-        mainFields: ['module', 'main'],
-        // Some bundled CommonJS dependencies call require() for Node built-ins, which ESM output lacks.
-        banner:
-          "import { createRequire as __vpcLeaseRequire } from 'node:module'; const require = __vpcLeaseRequire(import.meta.url);",
+        sourceMapMode: nodejs.SourceMapMode.DEFAULT,
+        sourcesContent: LAMBDA_BUNDLE.sourcesContent,
+        banner: LAMBDA_BUNDLE.banner,
+        esbuildArgs: Object.fromEntries(
+          Object.entries(LAMBDA_BUNDLE.alias).map(([from, to]) => [`--alias:${from}`, to]),
+        ),
       },
     });
   }

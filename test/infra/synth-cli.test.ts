@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -117,6 +117,23 @@ describe('CLI: cdk synth', () => {
       );
       expect(probe.stderr).toBe('');
       expect(probe.stdout).toBe('function');
+    }
+  }, 120_000);
+
+  it('ships shaken bundles: under 1 MB, class names kept, a map without the sources, credentials from the environment only', () => {
+    const template = JSON.parse(readFileSync(join(outDir, 'VpcLease.template.json'), 'utf8')) as CfnTemplate;
+    for (const fn of Object.values(template.Resources).filter((r) => r.Type === 'AWS::Lambda::Function')) {
+      const file = join(outDir, String(fn.Metadata?.['aws:asset:path']), 'index.mjs');
+      expect(statSync(file).size, file).toBeLessThanOrEqual(1_000_000);
+      const code = readFileSync(file, 'utf8');
+      // The SDK's default chain (profiles, SSO, IMDS) is replaced by lambdas/env-credential-provider.ts.
+      expect(code).not.toContain('credential-provider-node - defaultProvider');
+      expect(code).toContain('AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set');
+      // keepNames: errors name themselves after their class in logs.
+      expect(code).toContain('"LeaseConflictError"');
+      const map = JSON.parse(readFileSync(`${file}.map`, 'utf8')) as { sources: string[]; sourcesContent?: unknown[] };
+      expect(map.sources.some((s) => s.endsWith('shared/lease-store/dynamo-lease-store.ts'))).toBe(true);
+      expect((map.sourcesContent ?? []).filter((c) => c !== null)).toEqual([]);
     }
   });
 
