@@ -9,6 +9,7 @@ import * as sources from 'aws-cdk-lib/aws-lambda-event-sources';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { type ControlPlaneConfig, controlPlaneConfigToEnv } from '../../shared/config/control-plane.js';
+import { EC2_BUCKETS_ENV } from '../../shared/ec2/budget-env.js';
 import { LEASE_SORT_PREFIX, NODE_SORT_KEY, TABLE_KEYS } from '../../shared/lease-store/table.js';
 import { clusterTagKey } from '../../shared/lifecycle/hookless.js';
 import { ControlPlaneFunction } from './control-plane-function.js';
@@ -97,12 +98,17 @@ export class VpcLeaseAllocator extends Construct {
       ...(resolved.hooklessLaunches ? { instanceTagKey: clusterTagKey(resolved.config) } : {}),
     };
 
-    const environment = controlPlaneConfigToEnv({
-      ...resolved.config,
-      tableName: this.table.tableName,
-      podSubnetIds: resolved.podSubnetIds,
-      securityGroupIds: resolved.securityGroupIds,
-    });
+    const environment = {
+      ...controlPlaneConfigToEnv({
+        ...resolved.config,
+        tableName: this.table.tableName,
+        podSubnetIds: resolved.podSubnetIds,
+        securityGroupIds: resolved.securityGroupIds,
+      }),
+      ...(Object.keys(resolved.ec2Buckets).length > 0
+        ? { [EC2_BUCKETS_ENV]: JSON.stringify(resolved.ec2Buckets) }
+        : {}),
+    };
     const common = {
       environment,
       logRetention: resolved.logRetention,

@@ -5,6 +5,7 @@ import type * as ec2 from 'aws-cdk-lib/aws-ec2';
 import type * as iam from 'aws-cdk-lib/aws-iam';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { type ControlPlaneConfig, parseControlPlaneConfig } from '../../shared/config/control-plane.js';
+import { type Ec2Buckets, validateEc2Buckets } from '../../shared/ec2/account-buckets.js';
 import { errorMessage, ValidationError } from '../../shared/errors.js';
 import { parseImageReference } from '../image/reference.js';
 
@@ -70,6 +71,12 @@ export interface VpcLeaseAllocatorProps {
    * @default 20
    */
   readonly maxConcurrency?: number;
+  /**
+   * The account's EC2 request token buckets where AWS raised them (bucket size and refill per second, by
+   * action), so the shared rate budget spends what the account has; every other action keeps AWS's published
+   * figure. `{ AttachNetworkInterface: { bucket: 100, refillPerSecond: 10 } }`. @default AWS's published values
+   */
+  readonly ec2Buckets?: Readonly<Record<string, { readonly bucket: number; readonly refillPerSecond: number }>>;
   /** What happens to the lease table when the stack is deleted. @default RemovalPolicy.RETAIN */
   readonly removalPolicy?: RemovalPolicy;
   /** @default a name CloudFormation generates */
@@ -118,6 +125,8 @@ export interface ResolvedAllocatorProps {
   readonly autoScalingGroups: readonly (autoscaling.IAutoScalingGroup | string)[];
   readonly hooklessLaunches: boolean;
   readonly maxConcurrency: number;
+  /** The account's raised EC2 buckets (empty: AWS's published figures). */
+  readonly ec2Buckets: Ec2Buckets;
   readonly removalPolicy: RemovalPolicy;
   readonly tableName: string | undefined;
   readonly logRetention: logs.RetentionDays;
@@ -157,6 +166,13 @@ export function resolveAllocatorProps(props: VpcLeaseAllocatorProps): ResolvedAl
   // SQS event sources accept MaximumConcurrency 2..1000.
   if (!Number.isInteger(maxConcurrency) || maxConcurrency < 2 || maxConcurrency > 1000)
     problems.push(`maxConcurrency: must be an integer between 2 and 1000, got ${maxConcurrency}`);
+  let ec2Buckets: Ec2Buckets = {};
+  try {
+    ec2Buckets = validateEc2Buckets(props.ec2Buckets ?? {}, 'ec2Buckets');
+  } catch (err) {
+    if (!(err instanceof ValidationError)) throw err;
+    problems.push(...err.problems);
+  }
   const groups = props.autoScalingGroups ?? [];
   const literalNames = groups.map((g) => (typeof g === 'string' ? g : g.autoScalingGroupName));
   const seen = new Set<string>();
@@ -214,6 +230,7 @@ export function resolveAllocatorProps(props: VpcLeaseAllocatorProps): ResolvedAl
     autoScalingGroups: groups,
     hooklessLaunches: props.hooklessLaunches ?? false,
     maxConcurrency,
+    ec2Buckets,
     removalPolicy: props.removalPolicy ?? RemovalPolicy.RETAIN,
     tableName,
     logRetention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,

@@ -2,6 +2,7 @@ import type { Clock } from '../clock.js';
 import type { DynamoApi } from '../dynamo/api.js';
 import { ValidationError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { parseEc2Buckets } from './account-buckets.js';
 import { BudgetedEc2, ec2BucketRates } from './budgeted-ec2.js';
 import { DynamoRateBudgetStore } from './dynamo-rate-budget.js';
 import type { Ec2Port } from './port.js';
@@ -13,6 +14,11 @@ export const EC2_BUDGET_ENV = 'VPC_LEASE_EC2_BUDGET';
 export const EC2_BUDGET_RATE_SCALE_ENV = 'VPC_LEASE_EC2_BUDGET_RATE_SCALE';
 /** Part of each EC2 refill rate the budget hands out (0 < x ≤ 1; default 1), for accounts shared with tools. */
 export const EC2_BUDGET_RATE_SHARE_ENV = 'VPC_LEASE_EC2_BUDGET_RATE_SHARE';
+/**
+ * The account's own EC2 token buckets where AWS raised them, as JSON by bucket key
+ * (`{"AttachNetworkInterface":{"bucket":100,"refillPerSecond":10}}`); every other bucket keeps AWS's figure.
+ */
+export const EC2_BUCKETS_ENV = 'VPC_LEASE_EC2_BUCKETS';
 /** Real ms the lifecycle Lambda waits inline for its new attachments before re-enqueuing (deps.attachWaitMs). */
 export const ATTACH_WAIT_ENV = 'VPC_LEASE_ATTACH_WAIT_MS';
 
@@ -42,14 +48,19 @@ export function budgetedEc2FromEnv(env: NodeJS.ProcessEnv, wiring: BudgetWiring)
   if (mode === 'off') return wiring.ec2;
   const rateScale = positive(env, EC2_BUDGET_RATE_SCALE_ENV, 1_000_000);
   const rateShare = positive(env, EC2_BUDGET_RATE_SHARE_ENV, 1);
+  const raw = env[EC2_BUCKETS_ENV];
+  const accountBuckets = raw ? parseEc2Buckets(raw, EC2_BUCKETS_ENV) : {};
   const region = env['AWS_REGION'] ?? env['AWS_DEFAULT_REGION'] ?? 'local';
   const budget = new RateBudget({
     store: new DynamoRateBudgetStore(wiring.api, wiring.tableName, region),
     clock: wiring.clock,
-    rateOf: ec2BucketRates({
-      ...(rateScale !== undefined ? { rateScale } : {}),
-      ...(rateShare !== undefined ? { rateShare } : {}),
-    }),
+    rateOf: ec2BucketRates(
+      {
+        ...(rateScale !== undefined ? { rateScale } : {}),
+        ...(rateShare !== undefined ? { rateShare } : {}),
+      },
+      accountBuckets,
+    ),
     logger: wiring.logger,
   });
   return new BudgetedEc2(wiring.ec2, budget);

@@ -1,5 +1,5 @@
-import throttlingTable from '../data/ec2-api-throttling.json' with { type: 'json' };
 import type { InstanceLimits } from '../domain/limits.js';
+import { bucketFor, type Ec2Buckets } from './account-buckets.js';
 import type {
   AttachEniRequest,
   CreateEniRequest,
@@ -30,16 +30,15 @@ export interface BudgetShare {
   readonly rateScale?: number;
 }
 
-/** The budget's figure for a bucket key, from EC2's published table (shared/data/ec2-api-throttling.json). */
-export function ec2BucketRates(share: BudgetShare = {}): (key: string) => BucketRate {
-  const table = throttlingTable as { buckets: Record<string, BucketRate>; otherMutating: BucketRate };
+/**
+ * The budget's figure for a bucket key: the account's bucket (its own raised figures, else AWS's published
+ * ones), scaled by the shares.
+ */
+export function ec2BucketRates(share: BudgetShare = {}, accountBuckets: Ec2Buckets = {}): (key: string) => BucketRate {
   const bucketShare = share.bucketShare ?? 0.8;
   const rateFactor = (share.rateShare ?? 1) * (share.rateScale ?? 1);
   return (key) => {
-    const figure =
-      table.buckets[key] ??
-      (key.startsWith('Describe') ? table.buckets['Describe*'] : undefined) ??
-      table.otherMutating;
+    const figure = bucketFor(key, accountBuckets);
     return {
       bucket: Math.max(1, Math.floor(figure.bucket * bucketShare)),
       refillPerSecond: figure.refillPerSecond * rateFactor,

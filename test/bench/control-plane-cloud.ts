@@ -6,7 +6,8 @@ import type { Queue } from '../../infra/local/sqs/queue.js';
 import { lifecycleDepsFromEnv } from '../../lambdas/instance-lifecycle/deps.js';
 import type { AutoScalingPort, LifecycleActionRef, LifecycleResult } from '../../shared/autoscaling/port.js';
 import { type ControlPlaneConfig, controlPlaneConfigToEnv } from '../../shared/config/control-plane.js';
-import { localBudgetEnv } from '../../shared/ec2/budget-env.js';
+import type { Ec2Buckets } from '../../shared/ec2/account-buckets.js';
+import { EC2_BUCKETS_ENV, localBudgetEnv } from '../../shared/ec2/budget-env.js';
 import { checkInvariants, type InvariantReport } from '../../shared/invariants/checker.js';
 import { createLifecycleBatchHandler } from '../../shared/lifecycle/batch-handler.js';
 import type { LifecycleDeps } from '../../shared/lifecycle/deps.js';
@@ -39,6 +40,8 @@ export interface ControlPlaneCloudOptions {
   readonly ec2Budget?: boolean;
   /** Real ms a record may sleep for budget tokens (the batch handler's budgetWaitMs; default its own 4 s). */
   readonly budgetWaitMs?: number;
+  /** The account's raised EC2 buckets: the simulator enforces them and the budget is told them. */
+  readonly ec2Buckets?: Ec2Buckets;
   /**
    * The Lambdas' DynamoDB requests go to dynalite through the counting proxy only, not also through the IAM
    * endpoint (default false). For runs without node traffic: the endpoint passes control-plane keys through
@@ -107,6 +110,7 @@ export class ControlPlaneCloud {
         ...controlPlaneConfigToEnv({ tableName: TABLE, clusterName: CLUSTER, logLevel: 'error', ...options.config }),
         VPC_LEASE_QUEUE_URL: queue.url(),
         ...localBudgetEnv(options.timeScale, options.ec2Budget ?? true),
+        ...(options.ec2Buckets ? { [EC2_BUCKETS_ENV]: JSON.stringify(options.ec2Buckets) } : {}),
       });
       return { ...base, autoScaling: this.recordingAutoScaling(base.autoScaling) };
     };
@@ -181,6 +185,7 @@ export class ControlPlaneCloud {
           ...(options.random ? { random: options.random } : {}),
         },
       );
+      for (const [key, spec] of Object.entries(options.ec2Buckets ?? {})) cloud.ec2.admin.setBucket(key, spec);
       const c = new ControlPlaneCloud(cloud, dynamo, outcomes, options);
       c.subnetIds = [...(cloud.network?.subnetIds ?? [])];
       if (options.bigSubnets) {

@@ -1,6 +1,8 @@
+import type { Ec2Buckets } from '../../shared/ec2/account-buckets.js';
 import { runChurnBench } from './churn.js';
 import { runCniBench } from './cni.js';
 import { runCostBench } from './cost.js';
+import { runLambdasBench } from './lambdas.js';
 import { runScaleBench } from './scale.js';
 
 export interface BenchFlags {
@@ -14,6 +16,8 @@ export interface BenchFlags {
   readonly adopt?: boolean;
   /** scale: only prefix delegation (true) or only secondary addresses (false); both when absent. */
   readonly prefixDelegation?: boolean | undefined;
+  /** scale: the account's raised EC2 buckets, JSON by bucket key (as VPC_LEASE_EC2_BUCKETS takes them). */
+  readonly ec2Buckets?: Ec2Buckets | undefined;
 }
 
 export type Benchmark = (flags: BenchFlags) => Promise<Record<string, unknown>>;
@@ -32,6 +36,7 @@ export const BENCHMARKS: Readonly<Record<string, Benchmark>> = {
       adopt: f.adopt === true,
       // No node signs a request in this bench: the IAM endpoint would only add a hop on the shared core.
       dynamoWithoutIam: true,
+      ...(f.ec2Buckets ? { ec2Buckets: f.ec2Buckets } : {}),
     };
     const secondary =
       f.prefixDelegation !== true ? await runScaleBench({ ...base, prefixDelegation: false }) : undefined;
@@ -40,4 +45,5 @@ export const BENCHMARKS: Readonly<Record<string, Benchmark>> = {
     return { secondaryAddresses: secondary, prefixDelegation: prefixes };
   },
   cost: (f) => runCostBench({ nodes: 20, pods: 200, seed: f.seed }),
+  lambdas: (f) => runLambdasBench({ rounds: f.rounds ?? 10 }),
 };

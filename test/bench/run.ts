@@ -1,13 +1,15 @@
 /**
- * `npm run bench` runs every benchmark; `npm run bench -- NAME…` runs some (cni, churn, scale, cost).
- * Each prints ONE JSON line: `{"bench": NAME, …figures, "machine": {…}}`. Flags: `--rounds N` (cni),
+ * `npm run bench` runs every benchmark; `npm run bench -- NAME…` runs some (cni, churn, scale, cost, lambdas).
+ * Each prints ONE JSON line: `{"bench": NAME, …figures, "machine": {…}}`. Flags: `--rounds N` (cni, lambdas),
  * `--seconds N` (churn), `--instances N` or `--large` (scale: 1000 instances), `--adopt` (scale: pod ENIs
  * from the launch template, adopted), `--prefix-delegation` / `--no-prefix-delegation` (scale: that mode only;
  * default both), `--time-scale X` and
- * `--concurrency N` (scale: simulator pace, Lambda MaximumConcurrency), `--seed N`.
+ * `--concurrency N` (scale: simulator pace, Lambda MaximumConcurrency), `--ec2-buckets JSON` (scale: an account's
+ * raised EC2 buckets, `{"AttachNetworkInterface":{"bucket":100,"refillPerSecond":10}}`), `--seed N`.
  * Never part of `npm test`: these are figures, not pass/fail — nothing here asserts a wall-clock limit.
  */
 import { parseArgs } from 'node:util';
+import { parseEc2Buckets } from '../../shared/ec2/account-buckets.js';
 import { machineInfo } from './machine.js';
 import { BENCHMARKS, type BenchFlags } from './registry.js';
 
@@ -23,6 +25,7 @@ const { values, positionals } = parseArgs({
     adopt: { type: 'boolean', default: false },
     'prefix-delegation': { type: 'boolean' },
     seed: { type: 'string' },
+    'ec2-buckets': { type: 'string' },
   },
   allowNegative: true,
 });
@@ -36,6 +39,7 @@ const flags: BenchFlags = {
   seed: values.seed ? Number(values.seed) : 1,
   adopt: values.adopt,
   prefixDelegation: values['prefix-delegation'],
+  ec2Buckets: values['ec2-buckets'] ? parseEc2Buckets(values['ec2-buckets'], '--ec2-buckets') : undefined,
 };
 
 const names = positionals.length > 0 ? positionals : Object.keys(BENCHMARKS);

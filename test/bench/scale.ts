@@ -1,8 +1,8 @@
-import { readFileSync } from 'node:fs';
 import { type _InstanceType, CreateLaunchTemplateCommand, EC2Client } from '@aws-sdk/client-ec2';
 import { DEFAULT_LATENCY_MS } from '../../infra/local/ec2/latency.js';
 import { DEFAULT_DELAYS } from '../../infra/local/ec2/simulator.js';
 import { type ControlPlaneConfig, parseControlPlaneConfig } from '../../shared/config/control-plane.js';
+import { bucketFor, type Ec2Buckets } from '../../shared/ec2/account-buckets.js';
 import { EC2_BUDGET_ENV } from '../../shared/ec2/budget-env.js';
 import { BudgetedEc2 } from '../../shared/ec2/budgeted-ec2.js';
 import { MUTATING_ACTIONS } from '../../shared/ec2/port.js';
@@ -31,13 +31,10 @@ export interface ScaleBenchOptions {
   readonly adopt?: boolean;
   /** The Lambdas reach dynalite without the IAM endpoint's extra hop (ControlPlaneCloud's dynamoWithoutIam). */
   readonly dynamoWithoutIam?: boolean;
+  /** The account's raised EC2 buckets (both the simulator's and the budget's); AWS's published ones elsewhere. */
+  readonly ec2Buckets?: Ec2Buckets;
 }
 
-const throttling = JSON.parse(
-  readFileSync(new URL('../../shared/data/ec2-api-throttling.json', import.meta.url), 'utf8'),
-) as { buckets: Record<string, BucketFigure>; otherMutating: BucketFigure };
-
-const bucketOf = (action: string): BucketFigure => throttling.buckets[action] ?? throttling.otherMutating;
 const JITTER = 0.7; // the latency model draws within ±30 %
 /** What adoption calls per node (shared/lifecycle/adopt.ts); limits and subnet CIDRs are cached per container. */
 const ADOPTION_DESCRIBES = ['DescribeInstances', 'DescribeNetworkInterfaces'];
@@ -95,6 +92,7 @@ async function createPodEniTemplate(
  */
 export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<string, unknown>> {
   const config = parseControlPlaneConfig({ prefixDelegation: options.prefixDelegation });
+  const bucketOf = (key: string): BucketFigure => bucketFor(key, options.ec2Buckets);
   const limits = limitsOf(options.instanceType);
   const plan = planLaunch({
     limits,
@@ -147,6 +145,7 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
     // The 4 s a record may sleep for budget tokens is meant in AWS time, like the budget's refill.
     budgetWaitMs: Math.round(4000 * options.timeScale),
     dynamoWithoutIam: options.dynamoWithoutIam === true,
+    ...(options.ec2Buckets ? { ec2Buckets: options.ec2Buckets } : {}),
   });
   try {
     const template = adopt ? await createPodEniTemplate(c, config, options.instanceType) : undefined;
@@ -221,6 +220,7 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
       podEnisFrom: adopt ? 'launch template (adopted)' : 'create-and-attach',
       timeScale: options.timeScale,
       lambdaMaxConcurrency: options.maxConcurrency,
+      ec2Buckets: options.ec2Buckets ?? 'published',
       settled: settled === true,
       podEnisPerNode: plan.enis.length,
       leasesPerNode: plan.leaseCount,

@@ -6,6 +6,8 @@ import { hookNames } from '../../infra/construct/lifecycle-events.js';
 import { CLUSTER_DIMENSION, METRIC_NAMES, METRIC_NAMESPACE } from '../../infra/construct/metrics.js';
 import { QUEUE_URL_ENV as LIFECYCLE_QUEUE_URL_ENV } from '../../lambdas/instance-lifecycle/deps.js';
 import { controlPlaneConfigFromEnv } from '../../shared/config/control-plane.js';
+import { parseEc2Buckets } from '../../shared/ec2/account-buckets.js';
+import { EC2_BUCKETS_ENV } from '../../shared/ec2/budget-env.js';
 import { CLAIMABLE_INDEX, createTableInput, TABLE_KEYS } from '../../shared/lease-store/table.js';
 import { METRIC_NAMES as EMITTED } from '../../shared/metrics.js';
 import { onlyLogicalId, synthAllocator } from './support/stacks.js';
@@ -338,6 +340,19 @@ describe('Construct: VpcLeaseAllocator options', () => {
     );
     const fine = synthAllocator();
     Annotations.fromStack(fine.stack).hasNoWarning('*', Match.stringLikeRegexp('heartbeatTimeout'));
+  });
+
+  it('tells every function the account’s raised EC2 buckets in the form the budget parses, and none by default', () => {
+    const raised = { AttachNetworkInterface: { bucket: 100, refillPerSecond: 10 } };
+    const variables = (template: Template) =>
+      Object.values(template.findResources('AWS::Lambda::Function')).map(
+        (fn) => (fn.Properties.Environment as { Variables: Record<string, unknown> }).Variables,
+      );
+    const withBuckets = variables(synthAllocator({ ec2Buckets: raised }).template);
+    expect(withBuckets).toHaveLength(3);
+    for (const vars of withBuckets)
+      expect(parseEc2Buckets(String(vars[EC2_BUCKETS_ENV]), EC2_BUCKETS_ENV)).toEqual(raised);
+    for (const vars of variables(synthAllocator().template)) expect(EC2_BUCKETS_ENV in vars).toBe(false);
   });
 
   it('creates no hooks and no lifecycle rule but still the terminated rule when no group is attached', () => {

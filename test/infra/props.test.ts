@@ -46,6 +46,11 @@ describe('Construct: VpcLeaseAllocator props', () => {
     ['the same group twice', { autoScalingGroups: ['a', 'a'] }, /autoScalingGroups: "a" is given twice/],
     ['a pool interval under a minute', { poolInterval: Duration.seconds(30) }, /poolInterval: must be whole minutes/],
     ['a node image without a tag or digest', { nodeImageUri: 'vpc-lease-cni' }, /nodeImageUri: not an image reference/],
+    [
+      'an EC2 bucket without a refill rate',
+      { ec2Buckets: { AttachNetworkInterface: { bucket: 100, refillPerSecond: 0 } } },
+      /ec2Buckets: AttachNetworkInterface\.refillPerSecond must be a number/,
+    ],
   ])('rejects %s with a message naming the field', (_label, props, message) => {
     expect(() => buildAllocator(props)).toThrow(message);
   });

@@ -1,0 +1,60 @@
+import throttlingTable from '../data/ec2-api-throttling.json' with { type: 'json' };
+import { ValidationError } from '../errors.js';
+import type { BucketRate } from './rate-budget.js';
+
+/**
+ * EC2's request token buckets for one account and Region, by bucket key (an action, `Describe*`, or
+ * `otherMutating` for mutating actions without a published figure of their own). AWS publishes the defaults
+ * (shared/data/ec2-api-throttling.json); an account whose limits were raised gives its own figures for the
+ * buckets that changed, and every other bucket keeps AWS's.
+ */
+export type Ec2Buckets = Readonly<Record<string, BucketRate>>;
+
+const PUBLISHED = throttlingTable as { buckets: Record<string, BucketRate>; otherMutating: BucketRate };
+
+/** Keys an override may name: EC2 action names, EC2's `Describe*` and unpaginated keys, and `otherMutating`. */
+const BUCKET_KEY =
+  /^([A-Z][A-Za-z0-9]{2,99}\*?|DescribeNetworkInterfaces \(unfiltered or unpaginated\)|otherMutating)$/;
+
+/** The figure for `key`: the account's own if it gave one, else AWS's (the action's, `Describe*`, or the rest). */
+export function bucketFor(key: string, overrides: Ec2Buckets = {}): BucketRate {
+  const own = (k: string): BucketRate | undefined => overrides[k] ?? PUBLISHED.buckets[k];
+  return (
+    own(key) ??
+    (key.startsWith('Describe') ? own('Describe*') : undefined) ??
+    overrides['otherMutating'] ??
+    PUBLISHED.otherMutating
+  );
+}
+
+/** Checks an account's bucket figures; the problems name each bad entry. */
+export function validateEc2Buckets(input: unknown, subject: string): Ec2Buckets {
+  if (typeof input !== 'object' || input === null || Array.isArray(input))
+    throw new ValidationError(`${subject}: must be an object of bucket figures by EC2 action`);
+  const problems: string[] = [];
+  const out: Record<string, BucketRate> = {};
+  for (const [key, value] of Object.entries(input)) {
+    const { bucket, refillPerSecond, ...rest } = (value ?? {}) as Record<string, unknown>;
+    if (!BUCKET_KEY.test(key)) problems.push(`${subject}: ${JSON.stringify(key)} is not an EC2 action or bucket key`);
+    else if (!Number.isInteger(bucket) || (bucket as number) < 1 || (bucket as number) > 100_000)
+      problems.push(`${subject}: ${key}.bucket must be a whole number of tokens from 1 to 100000`);
+    else if (typeof refillPerSecond !== 'number' || !(refillPerSecond > 0 && refillPerSecond <= 10_000))
+      problems.push(`${subject}: ${key}.refillPerSecond must be a number in (0, 10000]`);
+    else if (Object.keys(rest).length > 0)
+      problems.push(`${subject}: ${key} has unknown fields ${Object.keys(rest).join(', ')}`);
+    else out[key] = { bucket: bucket as number, refillPerSecond };
+  }
+  if (problems.length > 0) throw new ValidationError(problems.join('; '), problems);
+  return out;
+}
+
+/** Parses the JSON form the Lambdas get in their environment. */
+export function parseEc2Buckets(json: string, subject: string): Ec2Buckets {
+  let input: unknown;
+  try {
+    input = JSON.parse(json);
+  } catch {
+    throw new ValidationError(`${subject}: is not JSON`);
+  }
+  return validateEc2Buckets(input, subject);
+}
