@@ -9,7 +9,9 @@ export const envCredentials: CredentialsProvider = async () => {
   const accessKeyId = process.env['AWS_ACCESS_KEY_ID'];
   const secretAccessKey = process.env['AWS_SECRET_ACCESS_KEY'];
   if (!accessKeyId || !secretAccessKey) {
-    throw new ValidationError('AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set (in a Lambda, the runtime sets them from the function role)');
+    throw new ValidationError(
+      'AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set (in a Lambda, the runtime sets them from the function role)',
+    );
   }
   const sessionToken = process.env['AWS_SESSION_TOKEN'];
   return sessionToken ? { accessKeyId, secretAccessKey, sessionToken } : { accessKeyId, secretAccessKey };
