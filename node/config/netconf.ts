@@ -109,6 +109,14 @@ export const netconfSchema = {
     doc: 'JSON-lines log (stdout carries only the result).',
   },
   logLevel: { kind: 'enum', default: 'info', values: ['debug', 'info', 'warn', 'error'], doc: 'Log threshold.' },
+  logMaxBytes: {
+    kind: 'int',
+    default: 10 * 2 ** 20,
+    min: 4096,
+    max: 2 ** 30,
+    doc: 'The log is rotated to `<logFile>.1` once it reaches this size.',
+  },
+  logKeepFiles: { kind: 'int', default: 3, min: 0, max: 20, doc: 'Rotated logs kept (`.1` newest); 0 keeps none.' },
   storeTimeoutMs: { kind: 'int', default: 3_000, min: 100, max: 60_000, doc: 'Per DynamoDB request.' },
   imdsTimeoutMs: { kind: 'int', default: 1_000, min: 100, max: 30_000, doc: 'Per IMDS request.' },
   prefixDelegation: {

@@ -11,6 +11,7 @@ import type { Datapath } from '../datapath/port.js';
 import { type TestHooks, testHooksFromEnv } from '../datapath/test-hooks.js';
 import { loadIdentity, type NodeIdentity } from '../identity/identity.js';
 import { Journal } from '../journal/journal.js';
+import { rotateIfFull } from './log-rotation.js';
 
 /**
  * Everything one CNI call works with, built lazily: VERSION needs none of it, STATUS no datapath, and the
@@ -100,12 +101,22 @@ export class CallContext {
 /** Pod names, addresses and errors are for root and the log group, not every local user. */
 const LOG_FILE_MODE = 0o640;
 
+/** Most bytes a process writes between two looks at the log's size (the first look is at its first line). */
+const ROTATION_CHECK_BYTES = 64 * 1024;
+
 /**
  * JSON lines appended to the configured file, created 0640 or stricter whatever the umask (a file an older version
- * left wider is narrowed on first write); a log that cannot be written never fails the call.
+ * left wider is narrowed on first write) and rotated at `logMaxBytes`; a log that cannot be written never fails
+ * the call.
  */
-export function fileLogger(config: Pick<PluginConfig, 'logFile' | 'logLevel'>): Logger {
+export function fileLogger(
+  config: Pick<PluginConfig, 'logFile' | 'logLevel' | 'logMaxBytes' | 'logKeepFiles'>,
+): Logger {
   let ready = false;
+  // A small bound is looked at more often, so no writer overshoots it by more than an eighth.
+  const checkEveryBytes = Math.min(ROTATION_CHECK_BYTES, Math.floor(config.logMaxBytes / 8));
+  let sinceCheckBytes = checkEveryBytes;
+  const bound = { maxBytes: config.logMaxBytes, keepFiles: config.logKeepFiles };
   return createLogger({
     level: config.logLevel,
     fields: { pid: process.pid },
@@ -114,7 +125,12 @@ export function fileLogger(config: Pick<PluginConfig, 'logFile' | 'logLevel'>): 
         if (!ready) {
           mkdirSync(dirname(config.logFile), { recursive: true, mode: 0o750 });
         }
+        if (sinceCheckBytes >= checkEveryBytes) {
+          sinceCheckBytes = 0;
+          rotateIfFull(config.logFile, bound);
+        }
         appendFileSync(config.logFile, `${line}\n`, { mode: LOG_FILE_MODE });
+        sinceCheckBytes += line.length + 1;
         if (!ready) {
           ready = true;
           // The mode above applies only on creation, and then through the umask, which may be wider or narrower.
