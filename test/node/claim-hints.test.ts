@@ -48,6 +48,11 @@ function counting(api: DynamoApi) {
   };
 }
 
+/**
+ * The hint logic against dynalite directly, with a counting seam the IAM endpoint would not give. The hinted
+ * claim's one UpdateItem under the node policy is test/node/plugin-netns.test.ts's request-budget test: the
+ * plugin's ADD after a DEL, signed with the instance session, through the IAM-enforcing endpoint, no denial.
+ */
 describe('claim hints: a claim with no Query, confirmed by the conditional write', () => {
   let dynalite: DynaliteHandle;
   let dir: string;
