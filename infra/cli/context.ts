@@ -7,6 +7,7 @@ import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js
 import type { LeaseStore } from '../../shared/lease-store/port.js';
 import { silentLogger } from '../../shared/log.js';
 import { Metrics } from '../../shared/metrics.js';
+import { DynamoLeasePartitions, type LeasePartitions } from '../../shared/reconcile/lease-partitions.js';
 import type { AwsErrorContext } from './errors.js';
 import { defaultLocalDir, type LocalState, readLocalState } from './local-state.js';
 
@@ -38,6 +39,7 @@ export class CliContext {
   readonly region: string | undefined;
   readonly metrics = new Metrics(silentLogger, 'cli');
   private clients: { destroy(): void }[] = [];
+  private dynamoInstance: SdkDynamoApi | undefined;
   private storeInstance: LeaseStore | undefined;
   private ec2Instance: SdkEc2 | undefined;
   private sqsInstance: SQSClient | undefined;
@@ -67,13 +69,23 @@ export class CliContext {
     };
   }
 
-  store(): LeaseStore {
-    if (!this.storeInstance) {
+  private dynamo(): SdkDynamoApi {
+    if (!this.dynamoInstance) {
       const client = new DynamoDBClient({ maxAttempts: 3, ...this.config('dynamodb') });
       this.clients.push(client);
-      this.storeInstance = new DynamoLeaseStore({ api: new SdkDynamoApi(client), tableName: this.tableName });
+      this.dynamoInstance = new SdkDynamoApi(client);
     }
+    return this.dynamoInstance;
+  }
+
+  store(): LeaseStore {
+    this.storeInstance ??= new DynamoLeaseStore({ api: this.dynamo(), tableName: this.tableName });
     return this.storeInstance;
+  }
+
+  /** The reconciler's search for lease partitions no node item stands for (`gc` only: it scans the table). */
+  leasePartitions(): LeasePartitions {
+    return new DynamoLeasePartitions(this.dynamo(), this.tableName);
   }
 
   ec2(): SdkEc2 {

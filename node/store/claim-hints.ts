@@ -66,39 +66,73 @@ export class ClaimHints {
  * `inner` with hinted claims: `claim` without `checkExisting` first tries up to two hints, each one conditional
  * UpdateItem; `release` leaves a hint for the lease it released. Every other method is the inner store's.
  */
-export function withClaimHints(inner: LeaseStore, table: ClaimItem, hints: ClaimHints): LeaseStore {
-  const claim = async (
-    instanceArn: string,
-    holder: LeaseHolder,
-    nowMs: number,
-    options: ClaimOptions = {},
-  ): Promise<Lease> => {
+export class HintedLeaseStore implements LeaseStore {
+  constructor(
+    private readonly inner: LeaseStore,
+    private readonly table: ClaimItem,
+    private readonly hints: ClaimHints,
+  ) {}
+
+  async claim(instanceArn: string, holder: LeaseHolder, nowMs: number, options: ClaimOptions = {}): Promise<Lease> {
     // A claim that must first look for the holder's own lease needs the Query anyway.
-    if (options.checkExisting ?? true) return inner.claim(instanceArn, holder, nowMs, options);
+    if (options.checkExisting ?? true) return this.inner.claim(instanceArn, holder, nowMs, options);
     for (let i = 0; i < HINT_TRIES; i++) {
-      const hint = hints.take(nowMs);
+      const hint = this.hints.take(nowMs);
       if (!hint) break;
       try {
-        return await table.claimItem(instanceArn, hint.ip, hint.version, holder, nowMs);
+        return await this.table.claimItem(instanceArn, hint.ip, hint.version, holder, nowMs);
       } catch (err) {
         if (isConditionalCheckFailed(err)) continue;
         // The write may have landed before the failure: the full claim finds the holder's lease if it did.
-        return inner.claim(instanceArn, holder, nowMs, { ...options, checkExisting: true });
+        return this.inner.claim(instanceArn, holder, nowMs, { ...options, checkExisting: true });
       }
     }
-    return inner.claim(instanceArn, holder, nowMs, options);
-  };
-  const release: LeaseStore['release'] = async (...args) => {
-    const lease = await inner.release(...args);
-    if (lease) hints.add(lease);
+    return this.inner.claim(instanceArn, holder, nowMs, options);
+  }
+
+  async release(...args: Parameters<LeaseStore['release']>): Promise<Lease | undefined> {
+    const lease = await this.inner.release(...args);
+    if (lease) this.hints.add(lease);
     return lease;
-  };
-  return new Proxy(inner, {
-    get(target, key) {
-      if (key === 'claim') return claim;
-      if (key === 'release') return release;
-      const value = Reflect.get(target, key, target) as unknown;
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
+  }
+
+  putLeases(...args: Parameters<LeaseStore['putLeases']>) {
+    return this.inner.putLeases(...args);
+  }
+  findByHolder(...args: Parameters<LeaseStore['findByHolder']>) {
+    return this.inner.findByHolder(...args);
+  }
+  markReleasing(...args: Parameters<LeaseStore['markReleasing']>) {
+    return this.inner.markReleasing(...args);
+  }
+  revertReleasing(...args: Parameters<LeaseStore['revertReleasing']>) {
+    return this.inner.revertReleasing(...args);
+  }
+  deleteReleasing(...args: Parameters<LeaseStore['deleteReleasing']>) {
+    return this.inner.deleteReleasing(...args);
+  }
+  deleteNodePartition(...args: Parameters<LeaseStore['deleteNodePartition']>) {
+    return this.inner.deleteNodePartition(...args);
+  }
+  getLease(...args: Parameters<LeaseStore['getLease']>) {
+    return this.inner.getLease(...args);
+  }
+  listLeases(...args: Parameters<LeaseStore['listLeases']>) {
+    return this.inner.listLeases(...args);
+  }
+  countClaimable(...args: Parameters<LeaseStore['countClaimable']>) {
+    return this.inner.countClaimable(...args);
+  }
+  getNode(...args: Parameters<LeaseStore['getNode']>) {
+    return this.inner.getNode(...args);
+  }
+  createNode(...args: Parameters<LeaseStore['createNode']>) {
+    return this.inner.createNode(...args);
+  }
+  updateNode(...args: Parameters<LeaseStore['updateNode']>) {
+    return this.inner.updateNode(...args);
+  }
+  listNodes(...args: Parameters<LeaseStore['listNodes']>) {
+    return this.inner.listNodes(...args);
+  }
 }

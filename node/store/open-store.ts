@@ -5,7 +5,7 @@ import { LeaseTable } from '../../shared/lease-store/dynamo-lease-table.js';
 import type { LeaseStore } from '../../shared/lease-store/port.js';
 import type { PluginConfig } from '../config/netconf.js';
 import type { NodeIdentity } from '../identity/identity.js';
-import { ClaimHints, withClaimHints } from './claim-hints.js';
+import { ClaimHints, HintedLeaseStore } from './claim-hints.js';
 
 /**
  * The node's lease store: the DynamoDB adapter over the light SigV4 client (no AWS SDK in the CNI binary),
@@ -29,5 +29,5 @@ export function openLeaseStore(config: PluginConfig, identity: NodeIdentity): Le
     sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
     random: Math.random,
   });
-  return withClaimHints(store, table, new ClaimHints(join(config.dataDir, 'claim-hints', config.tableName)));
+  return new HintedLeaseStore(store, table, new ClaimHints(join(config.dataDir, 'claim-hints', config.tableName)));
 }

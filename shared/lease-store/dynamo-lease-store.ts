@@ -120,8 +120,8 @@ export class DynamoLeaseStore implements LeaseStore {
         const existing = await this.t.queryHolder(instanceArn, holder);
         if (existing) return existing;
       }
-      // Addresses we lost a race on: the index is eventually consistent on DynamoDB, so a fresh Query may
-      // still list them for a moment; skipping them keeps every further attempt useful.
+      // Addresses we lost a race on (claimed by a concurrent ADD between our Query and our write): skipping
+      // them keeps every further attempt on a new address, and their count bounds the attempts.
       const lost = new Set<string>();
       for (;;) {
         const pick = await this.t.pickCandidate(instanceArn, nowMs, candidates, lost);

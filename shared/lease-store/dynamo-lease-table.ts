@@ -100,6 +100,9 @@ export class LeaseTable {
         KeyConditionExpression: `${A.pk} = :arn AND ${A.cAt} <= :now`,
         ExpressionAttributeValues: { ':arn': str(instanceArn), ':now': num(nowMs) },
         ProjectionExpression: `${A.sk}, ${A.version}`,
+        // A local index may be read consistently (a global one may not): a lease claimed a moment ago is
+        // already gone from the answer, so no attempt is spent on it.
+        ConsistentRead: true,
         Limit: limit + lost.size,
         ...(start ? { ExclusiveStartKey: start } : {}),
       });

@@ -14,6 +14,8 @@ import {
   decideEniGc,
   decideGoneNodes,
   decideStrayLeases,
+  type EniGcDecision,
+  type GoneNodeDecision,
   instanceIdOfArn,
   type StrayPartition,
   staleStrayMarks,
@@ -67,16 +69,25 @@ const DRIFT_METRIC: Record<DriftKind, MetricName> = {
 };
 
 /**
- * One reconcile pass: snapshot (this cluster's ENIs, the node items, the instances' states) → decide (pure,
- * gc-plan.ts and drift.ts) → act. Each action stands alone: one ENI or one node that fails is logged and
- * counted and left for the next pass, never aborting the others.
+ * What one pass would do, decided on one snapshot (this cluster's ENIs, the lease partitions, the node items,
+ * the instances' states): the ENI collection, the partitions of gone instances and the stray-lease partitions.
+ * Nothing but reads; `reconcile` acts on it, `vpc-lease gc --dry-run` prints it.
  */
-export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> {
-  const { ec2, store, config, logger } = deps;
-  const nowMs = deps.clock.nowMs();
-  const dims = { [METRIC_DIMENSIONS.cluster]: config.clusterName };
-  const metric = (name: MetricName, value = 1): void => deps.metrics?.add(name, dims, value);
+export interface ReconcilePlan {
+  readonly nowMs: number;
+  readonly enis: readonly Ec2Eni[];
+  readonly nodes: readonly NodeRecord[];
+  readonly instanceStates: ReadonlyMap<string, string>;
+  readonly eniGc: readonly EniGcDecision[];
+  readonly goneNodes: readonly GoneNodeDecision[];
+  readonly strayLeases: readonly StrayPartition[];
+  readonly strayMarks: ReadonlyMap<string, number>;
+}
 
+export async function planReconcile(deps: ReconcilerDeps): Promise<ReconcilePlan> {
+  const { ec2, store, config } = deps;
+  const nowMs = deps.clock.nowMs();
+  const minMarkAgeMs = deps.minMarkAgeMs ?? DEFAULT_MIN_MARK_AGE_MS;
   const enis = await ec2.describeNetworkInterfaces({ tags: { [ENI_TAGS.cluster]: config.clusterName } });
   // Lease partitions before node items: a node item is written before its first lease, so a partition seen
   // here whose node item is missing from the later read had none (or lost it meanwhile to a terminate).
@@ -86,16 +97,42 @@ export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> 
     ...instanceIdsOf(nodes, enis),
     ...leasePartitions.flatMap((arn) => instanceIdOfArn(arn) ?? []),
   ]);
-
-  // ENI garbage collection, two passes.
-  const decisions = decideEniGc({
+  const eniGc = decideEniGc({ nowMs, minEniAgeMs: config.eniMinAgeForGcMs, minMarkAgeMs, enis, nodes, instanceStates });
+  const goneNodes = decideGoneNodes({
     nowMs,
-    minEniAgeMs: config.eniMinAgeForGcMs,
-    minMarkAgeMs: deps.minMarkAgeMs ?? DEFAULT_MIN_MARK_AGE_MS,
-    enis,
+    minAgeMs: config.eniMinAgeForGcMs,
+    minMarkAgeMs,
+    ...(deps.goneRetentionMs !== undefined ? { goneRetentionMs: deps.goneRetentionMs } : {}),
     nodes,
     instanceStates,
   });
+  // A partition this pass removes as a gone node's is not also judged stray.
+  const removing = new Set(goneNodes.filter((d) => d.action === 'remove').map((d) => d.node.instanceArn));
+  const strayMarks = (await deps.leasePartitions?.strayMarks()) ?? new Map<string, number>();
+  const strayLeases = decideStrayLeases({
+    nowMs,
+    leasePartitions: leasePartitions.filter((arn) => !removing.has(arn)),
+    nodes,
+    instanceStates,
+    strayMarks,
+    minMarkAgeMs,
+  });
+  return { nowMs, enis, nodes, instanceStates, eniGc, goneNodes, strayLeases, strayMarks };
+}
+
+/**
+ * One reconcile pass: the plan (above), then act on it. Each action stands alone: one ENI or one node that
+ * fails is logged and counted and left for the next pass, never aborting the others.
+ */
+export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> {
+  const { ec2, store, config, logger } = deps;
+  const dims = { [METRIC_DIMENSIONS.cluster]: config.clusterName };
+  const metric = (name: MetricName, value = 1): void => deps.metrics?.add(name, dims, value);
+  const plan = await planReconcile(deps);
+  const { nowMs, enis, nodes, instanceStates, strayLeases, strayMarks } = plan;
+
+  // ENI garbage collection, two passes.
+  const decisions = plan.eniGc;
   const ids = (action: string): string[] => decisions.filter((d) => d.action === action).map((d) => d.eniId);
   const marked = await tagStep(ids('mark'), (batch) =>
     ec2.createTags(batch, { [ENI_TAGS.gcMarkedAt]: new Date(nowMs).toISOString() }),
@@ -123,14 +160,7 @@ export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> 
   // Partitions of instances that no longer exist (seen gone on two passes), and GONE items past retention.
   const partitionsRemoved: string[] = [];
   const goneMarked: string[] = [];
-  const goneDecisions = decideGoneNodes({
-    nowMs,
-    minAgeMs: config.eniMinAgeForGcMs,
-    minMarkAgeMs: deps.minMarkAgeMs ?? DEFAULT_MIN_MARK_AGE_MS,
-    ...(deps.goneRetentionMs !== undefined ? { goneRetentionMs: deps.goneRetentionMs } : {}),
-    nodes,
-    instanceStates,
-  });
+  const goneDecisions = plan.goneNodes;
   for (const { node, action } of goneDecisions) {
     const instanceState = instanceStates.get(node.instanceId) ?? 'unknown to EC2';
     try {
@@ -170,15 +200,6 @@ export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> 
 
   // Leases no node item stands for.
   const removed = new Set(partitionsRemoved);
-  const strayMarks = (await deps.leasePartitions?.strayMarks()) ?? new Map<string, number>();
-  const strayLeases = decideStrayLeases({
-    nowMs,
-    leasePartitions: leasePartitions.filter((arn) => !removed.has(arn)),
-    nodes,
-    instanceStates,
-    strayMarks,
-    minMarkAgeMs: deps.minMarkAgeMs ?? DEFAULT_MIN_MARK_AGE_MS,
-  });
   for (const stray of strayLeases) {
     try {
       if (stray.action === 'report') {

@@ -35,7 +35,8 @@ export class CniBenchNode {
     const binDir = mkdtempSync(join(tmpdir(), 'vpc-lease-bench-sea-'));
     try {
       const binary = await buildSea(binDir, { reuse: true });
-      const dynamoCounter = await startRequestCounter(fixture.dynalite.endpoint);
+      // In front of the IAM-enforcing endpoint, as every node request goes: the node policy judges the counted runs too.
+      const dynamoCounter = await startRequestCounter(fixture.iam.endpoint);
       const ec2Trap = await startRequestCounter();
       return new CniBenchNode(fixture, dynamoCounter, ec2Trap, binary, binDir);
     } catch (err) {

@@ -6,6 +6,7 @@ import { runMaxPods } from '../../node/max-pods/command.js';
 import { controlPlaneConfigFromEnv } from '../../shared/config/control-plane.js';
 import { ENI_TAGS } from '../../shared/ec2/tags.js';
 import { GC_MARK_TAG } from '../../shared/reconcile/gc-plan.js';
+import { newLeases } from '../lease-store/fixtures.js';
 import { CliFixture } from './support.js';
 
 /**
@@ -175,6 +176,33 @@ describe('vpc-lease CLI against the local cloud', () => {
     const after = await f.cli('--local', '--json', 'enis');
     const marked = (after.json as { eniId: string; tags: Record<string, string> }[]).find((e) => e.eniId === leaked);
     expect(marked?.tags[GC_MARK_TAG]).toBeDefined();
+  });
+
+  it("gc: --dry-run prints the reconciler's own plan, stray-lease partitions included, and writes no mark", async () => {
+    // Leases with no node item, of an instance EC2 does not know: the plan marks them on this pass.
+    const strayId = 'i-000000000000057a7';
+    const strayArn = f.arnOf(strayId);
+    await f.store.putLeases(newLeases(strayArn, 2), Date.now());
+    try {
+      const dry = await f.cli('--local', '--json', 'gc', '--dry-run');
+      expect(dry.code, dry.err).toBe(0);
+      expect((dry.json as { strayLeases: { instanceId: string; action: string }[] }).strayLeases).toEqual([
+        expect.objectContaining({ instanceId: strayId, action: 'mark' }),
+      ]);
+      const text = await f.cli('--local', 'gc', '--dry-run');
+      expect(text.out).toContain(`would mark (removed by a later pass) the stray leases of ${strayId}`);
+      expect([...(await f.leasePartitions.strayMarks()).keys()]).toEqual([]);
+
+      const run = await f.cli('--local', '--json', 'gc');
+      expect(run.code, run.err).toBe(0);
+      expect((run.json as { strayLeases: { instanceId: string; action: string }[] }).strayLeases).toEqual([
+        expect.objectContaining({ instanceId: strayId, action: 'mark' }),
+      ]);
+      expect([...(await f.leasePartitions.strayMarks()).keys()]).toEqual([strayArn]);
+    } finally {
+      await f.store.deleteNodePartition(strayArn);
+      await f.leasePartitions.clearStrayMark(strayArn);
+    }
   });
 
   it('dlq: lists a dead lifecycle event with the failure recorded on its node, and --redrive sends it back', async () => {

@@ -13,6 +13,7 @@ import { until } from '../../infra/local/scenario/until.js';
 import { instanceArn } from '../../shared/domain/arn.js';
 import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
+import { DynamoLeasePartitions } from '../../shared/reconcile/lease-partitions.js';
 
 export interface CliRun {
   readonly code: number;
@@ -30,6 +31,8 @@ export interface CliRun {
 export class CliFixture {
   readonly localDir = mkdtempSync(join(tmpdir(), 'vpc-lease-cli-'));
   readonly store: DynamoLeaseStore;
+  /** The reconciler's stray-lease marks, read and cleared as the reconciler does. */
+  readonly leasePartitions: DynamoLeasePartitions;
   private readonly ddb: DynamoDBClient;
   private readonly savedEnv = { ...process.env };
   instanceIds: string[] = [];
@@ -44,6 +47,7 @@ export class CliFixture {
       credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
     });
     this.store = new DynamoLeaseStore({ api: new SdkDynamoApi(this.ddb), tableName: TABLE_NAME });
+    this.leasePartitions = new DynamoLeasePartitions(new SdkDynamoApi(this.ddb), TABLE_NAME);
   }
 
   static async start(nodes = 2): Promise<CliFixture> {

@@ -74,10 +74,19 @@ describe('Launch without a hook on the local cloud (RunInstances → EC2 state c
       endpoint: c.cloud.endpoints.ec2,
       credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
     });
+    const matchedBefore = c.cloud.bus.getStats().matched;
     const [id] = await runInstances(1, { 'kubernetes.io/cluster/local': 'owned' });
-    await eventually('instance running', () => c.cloud.ec2.api.getInstance(id!)?.state === 'running');
-    // Give the mapping time to poll: nothing may arrive.
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // The bus matches rules and enqueues synchronously as each event is put: once both state changes are on it,
+    // no rule matched them and nothing was queued, nothing can arrive later (no fixed wait needed).
+    await eventually('both state changes on the bus', () => {
+      const mine = c.cloud.bus
+        .events()
+        .filter((e) => e['detail-type'] === STATE_CHANGE_DETAIL_TYPE)
+        .filter((e) => (e.detail as { 'instance-id': string })['instance-id'] === id);
+      return mine.length === 2;
+    });
+    expect(c.cloud.bus.getStats().matched).toBe(matchedBefore);
+    expect(c.queue.counts()).toEqual({ visible: 0, inFlight: 0, delayed: 0 });
     expect(c.deliveries.get(id!) ?? 0).toBe(0);
     expect(await c.deps.store.getNode(c.arnOf(id!))).toBeUndefined();
   });

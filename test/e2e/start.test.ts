@@ -205,8 +205,7 @@ describe('npm start (the local scenario)', () => {
     // Interrupt while pods are being started: namespaces and host links exist by then.
     for (let i = 0; i < 1200 && !/pods: real CNI binary/.test(stderr); i += 1)
       await new Promise((r) => setTimeout(r, 50));
-    await new Promise((r) => setTimeout(r, 1500));
-    expect(leftovers().length).toBeGreaterThan(before.length);
+    expect(await eventually(() => leftovers().length > before.length, 30_000)).toBe(true);
     child.kill(signal);
     const { code } = await done;
     return { before, dir, code, stderr };

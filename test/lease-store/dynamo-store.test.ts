@@ -41,6 +41,19 @@ describe('Class: DynamoLeaseStore', () => {
       expect(api.calls).toEqual(['Query', 'Query:claimable', 'UpdateItem']);
     });
 
+    it('reads the claimable index strongly consistently (a local index allows it, and dynalite answers it)', async () => {
+      await store.putLeases(newLeases(arn, 2), NOW_MS);
+      const consistent: (boolean | undefined)[] = [];
+      api.overrides.query = async (input, real) => {
+        if (input.IndexName === CLAIMABLE_INDEX.name) consistent.push(input.ConsistentRead);
+        return real(input);
+      };
+      const first = await store.claim(arn, holder(1), NOW_MS, { checkExisting: false });
+      const second = await store.claim(arn, holder(2), NOW_MS, { checkExisting: false });
+      expect(second.ip).not.toBe(first.ip);
+      expect(consistent).toEqual([true, true]);
+    });
+
     it('releases a known address with one UpdateItem, and a repeated DEL costs the same', async () => {
       await store.putLeases(newLeases(arn, 2), NOW_MS);
       const lease = await store.claim(arn, holder(1), NOW_MS);
@@ -84,7 +97,7 @@ describe('Class: DynamoLeaseStore', () => {
     it('loses cleanly on a stale index entry and claims another lease', async () => {
       await store.putLeases(newLeases(arn, 3), NOW_MS);
       const taken = await store.claim(arn, holder(1), NOW_MS);
-      // DynamoDB's index lags its table: serve the taken lease, at its pre-claim version, first.
+      // Another ADD claims it between our Query and our write: serve the taken lease, at its pre-claim version, first.
       api.overrides.query = async (input, real) => {
         const out = await real(input);
         if (!input.IndexName) return out;

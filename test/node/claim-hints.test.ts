@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ClaimHints, withClaimHints } from '../../node/store/claim-hints.js';
+import { ClaimHints, HintedLeaseStore } from '../../node/store/claim-hints.js';
 import { instanceArn } from '../../shared/domain/arn.js';
 import type { DynamoApi } from '../../shared/dynamo/api.js';
 import { createSdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
@@ -48,6 +48,11 @@ function counting(api: DynamoApi) {
   };
 }
 
+/**
+ * The hint logic against dynalite directly, with a counting seam the IAM endpoint would not give. The hinted
+ * claim's one UpdateItem under the node policy is test/node/plugin-netns.test.ts's request-budget test: the
+ * plugin's ADD after a DEL, signed with the instance session, through the IAM-enforcing endpoint, no denial.
+ */
 describe('claim hints: a claim with no Query, confirmed by the conditional write', () => {
   let dynalite: DynaliteHandle;
   let dir: string;
@@ -82,7 +87,7 @@ describe('claim hints: a claim with no Query, confirmed by the conditional write
       sleep: async () => {},
       random: Math.random,
     });
-    hinted = withClaimHints(new DynamoLeaseStore({ api: wire.api, tableName }), table, hints);
+    hinted = new HintedLeaseStore(new DynamoLeaseStore({ api: wire.api, tableName }), table, hints);
     const lease = (i: number) => ({
       instanceArn: arn,
       ip: `10.1.0.${10 + i}`,
@@ -143,6 +148,17 @@ describe('claim hints: a claim with no Query, confirmed by the conditional write
     await hinted.claim(arn, holder('d'), T0 + 10);
     expect(wire.counts['query']).toBeGreaterThanOrEqual(1);
     expect(readdirSync(dir)).toHaveLength(1);
+  });
+
+  it('passes every other method to the inner store unchanged', async () => {
+    const lease = await plain.claim(arn, holder('a'), T0 + 1, { checkExisting: false });
+    expect(await hinted.getLease(arn, lease.ip)).toEqual(lease);
+    expect(await hinted.findByHolder(arn, 'a', 'eth0')).toEqual(lease);
+    expect((await hinted.listLeases(arn)).map((l) => l.ip).sort()).toEqual(['10.1.0.10', '10.1.0.11', '10.1.0.12']);
+    expect(await hinted.countClaimable(arn, T0 + 1)).toBe(2);
+    expect(await hinted.getNode(arn)).toBeUndefined();
+    expect(await hinted.deleteNodePartition(arn)).toBe(3);
+    expect(await plain.listLeases(arn)).toEqual([]);
   });
 
   it('hands one hint to one taker only, and skips names that are not hints', () => {

@@ -146,16 +146,27 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
 
   it('gives 32 parallel ADDs in 32 namespaces 32 distinct addresses, and 32 parallel DELs release them all', async () => {
     const pods = Array.from({ length: 32 }, (_, i) => ({ containerId: `par-${i}`, netns: f.addNetns() }));
-    // Code 11 is the spec's "try again later" (here: IMDS slower than its 1 s timeout while 32 processes start on
-    // 2 busy cores); kubelet retries the sandbox, and so does this test, after checking it left no link behind.
+    // 32 plugin processes start at once on 2 shared cores, and the IMDS and IAM stand-ins answer from this
+    // test's own process: the default 1 s IMDS and 3 s store timeouts measure the machine's load, not the
+    // plugin, so this test raises them. Code 11 ("try again later") is still retried as kubelet would, but
+    // every retry is counted, reported and judged: more than MAX_RETRIES fails the test, and a retry caused by
+    // an empty pool (a lease leak also answers 11) fails it at once.
+    const MAX_RETRIES = 2;
+    const conf = f.netconf('1.1.0', { imdsTimeoutMs: 20_000, storeTimeoutMs: 20_000 });
+    const retries: string[] = [];
     const addAsKubelet = async (p: { containerId: string; netns: string }) => {
-      for (let attempt = 1; ; attempt++) {
-        const r = await f.run('ADD', p, f.netconf('1.1.0'));
-        if (r.code === 0 || (r.json as { code?: number } | undefined)?.code !== 11 || attempt === 5) return r;
+      for (;;) {
+        const r = await f.run('ADD', p, conf);
+        const error = r.json as { code?: number; msg?: string } | undefined;
+        if (r.code === 0 || error?.code !== 11 || retries.length >= MAX_RETRIES + 1) return r;
+        retries.push(`${p.containerId}: ${error.msg}`);
         expect(f.podLinks(p.netns)).toEqual([]);
       }
     };
     const adds = await Promise.all(pods.map(addAsKubelet));
+    console.log(`32 parallel ADDs: ${retries.length} retried after code 11${retries.map((r) => `\n  ${r}`).join('')}`);
+    expect(retries.filter((r) => /no claimable lease/.test(r))).toEqual([]);
+    expect(retries.length).toBeLessThanOrEqual(MAX_RETRIES);
     for (const a of adds) expect(a.code, a.stdout).toBe(0);
     const addresses = adds.map((a) => (a.json as { ips: { address: string }[] }).ips[0]!.address);
     expect(new Set(addresses).size).toBe(32);
@@ -165,14 +176,14 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
       const info = f.ipJson(p.netns, 'addr', 'show', 'eth0')[0]?.['addr_info'] as { local: string }[];
       expect(info.map((x) => `${x.local}/24`)).toContain(addresses[i]);
     }
-    const dels = await Promise.all(pods.map((p) => f.run('DEL', p, f.netconf('1.1.0'))));
+    const dels = await Promise.all(pods.map((p) => f.run('DEL', p, conf)));
     for (const d of dels) expect(d.code, d.stdout).toBe(0);
     for (const p of pods) {
       expect(await holderOf(p.containerId)).toBeUndefined();
       expect(f.podLinks(p.netns)).toEqual([]);
     }
-    // 64 plugin processes: on 2 shared cores under other suites' load this takes over 30 s.
-  }, 120_000);
+    // 64 plugin processes on 2 shared cores: under other suites' load this has taken over 2 minutes.
+  }, 300_000);
 
   describe('with a failure injected after each step', () => {
     it.each(FAULT_STEPS.map((s) => [s]))('leaves no link, claim or record behind when %s fails', async (step) => {
@@ -427,8 +438,19 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
   });
 
   it('writes JSON lines to its log file and nothing but the result to stdout', async () => {
-    const lines = readFileSync(f.logFile, 'utf8').trim().split('\n');
-    expect(lines.length).toBeGreaterThan(10);
+    // Its own ADD, failed ADD and DEL, read from where the log stood: it needs no other test's lines.
+    const from = existsSync(f.logFile) ? readFileSync(f.logFile).length : 0;
+    const netns = f.addNetns();
+    const added = await f.run('ADD', { netns, containerId: 'log-1' }, f.netconf('1.0.0'));
+    const failed = await f.run(
+      'ADD',
+      { netns: f.addNetns(), containerId: 'log-2', env: { VPC_LEASE_TEST_FAIL_AT: FAULT_STEPS[0] } },
+      f.netconf('1.0.0'),
+    );
+    expect((await f.run('DEL', { netns, containerId: 'log-1' }, f.netconf('1.0.0'))).code).toBe(0);
+    expect(JSON.parse(added.stdout)).toEqual(added.json);
+    expect(JSON.parse(failed.stdout)).toMatchObject({ msg: expect.stringContaining('injected fault') });
+    const lines = readFileSync(f.logFile).subarray(from).toString('utf8').trim().split('\n');
     const records = lines.map((line) => JSON.parse(line) as { level: string; msg: string; command?: string });
     expect(records.some((r) => r.msg === 'added' && r.command === 'ADD')).toBe(true);
     expect(records.some((r) => r.level === 'error' && r.msg === 'ADD failed')).toBe(true);

@@ -19,7 +19,9 @@ import { newLease } from './lease-model.js';
  * Fuzz of the plugin's input: stdin and the CNI_* environment, each case valid except for one broken part whose
  * CNI error code the spec fixes. The built binary must answer exit 1 with that code in its error JSON — never a
  * crash or a stack trace — and change nothing: every lease stays FREE, no journal entry appears, IMDS is not
- * even asked. No root needed: every case fails before the datapath.
+ * even asked. No root needed: every case fails before the datapath. No case reaches DynamoDB either: the node's
+ * credentials come from IMDS, which is asserted never asked, so the IAM-enforcing endpoint would have no request
+ * to judge; dynalite stands behind the netconf's endpoint only so that a wrong answer would show as a change.
  */
 interface FuzzCase {
   readonly what: string;

@@ -1,5 +1,4 @@
 import {
-  type AttributeValue,
   BatchGetItemCommand,
   BatchWriteItemCommand,
   DeleteItemCommand,
@@ -7,152 +6,71 @@ import {
   ExecuteStatementCommand,
   GetItemCommand,
   PutItemCommand,
-  QueryCommand,
   ScanCommand,
   TransactWriteItemsCommand,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
-import { A, leaseKey, nodeKey } from '../../shared/lease-store/item-codec.js';
+import { A, HOLDER_ATTRS, leaseKey, NODE_WRITABLE_ATTRS, nodeKey } from '../../shared/lease-store/item-codec.js';
 import { CLAIMABLE_INDEX } from '../../shared/lease-store/table.js';
 import { RECONCILER_PARTITION } from '../../shared/reconcile/lease-partitions.js';
-import { type Battlefield, type SimNode, TABLE } from './battlefield.js';
+import {
+  answers,
+  forgedFree,
+  type IamAnswer,
+  n,
+  ownLeases,
+  queryBy,
+  s,
+  setAttributes,
+  victimTarget,
+} from './attack-requests.js';
+import { type Battlefield, TABLE } from './battlefield.js';
 
 /**
- * `denied by IAM`: the node policy refuses the attacker's request(s) outright. `no effect`: IAM may accept it
- * (the request stays inside the attacker's own partition), but no other node notices: their ADDs succeed and
- * no EC2 mutation names their instance, ENIs, addresses or prefixes.
+ * One attack of a compromised node. Every attack must leave the other nodes untouched (their ADDs succeed, no
+ * EC2 mutation names their instance, ENIs, addresses or prefixes, the control plane's runs succeed); `iam` is
+ * what the node policy answers each of its requests — refused, or accepted because the request stays inside
+ * the attacker's own partition and names only what a node may write.
  */
-export type Expected = 'denied by IAM' | 'no effect';
-
-/** What the attacker's requests got back: refused (IAM or credentials), accepted, or refused by DynamoDB. */
-export type IamAnswer = 'denied' | 'accepted' | `dynamodb refused: ${string}`;
-
 export interface Attack {
   readonly name: string;
-  readonly expected: Expected;
-  run(field: Battlefield): Promise<IamAnswer>;
-}
-
-const REFUSALS = new Set(['AccessDeniedException', 'UnrecognizedClientException', 'InvalidSignatureException']);
-
-/** Sends each request; `denied` only when IAM refused every one, `accepted` when any got through. */
-async function answer(requests: readonly (() => Promise<unknown>)[]): Promise<IamAnswer> {
-  const answers: IamAnswer[] = [];
-  for (const send of requests) {
-    try {
-      await send();
-      answers.push('accepted');
-    } catch (err) {
-      const name = (err as Error).name;
-      answers.push(REFUSALS.has(name) ? 'denied' : `dynamodb refused: ${name}`);
-    }
-  }
-  if (answers.every((a) => a === 'denied')) return 'denied';
-  return answers.find((a) => a === 'accepted') ?? answers[0]!;
-}
-
-const s = (v: string): AttributeValue => ({ S: v });
-const n = (v: number): AttributeValue => ({ N: String(v) });
-
-/** An UpdateItem of `key` setting each attribute (by name, through placeholders: no reserved-word surprises). */
-function setAttributes(node: SimNode, key: Record<string, AttributeValue>, attrs: Record<string, AttributeValue>) {
-  const entries = Object.entries(attrs);
-  return () =>
-    node.ddb.send(
-      new UpdateItemCommand({
-        TableName: TABLE,
-        Key: key,
-        UpdateExpression: `SET ${entries.map((_, i) => `#a${i} = :v${i}`).join(', ')}`,
-        ExpressionAttributeNames: Object.fromEntries(entries.map(([name], i) => [`#a${i}`, name])),
-        ExpressionAttributeValues: Object.fromEntries(entries.map(([, v], i) => [`:v${i}`, v])),
-      }),
-    );
-}
-
-/** A Query whose key condition is `<attribute> <op> :v`, on the table or an index. */
-function queryBy(node: SimNode, condition: (name: string) => string, attribute: string, value: string, index?: string) {
-  return () =>
-    node.ddb.send(
-      new QueryCommand({
-        TableName: TABLE,
-        ...(index ? { IndexName: index } : {}),
-        KeyConditionExpression: condition('#k'),
-        ExpressionAttributeNames: { '#k': attribute },
-        ExpressionAttributeValues: { ':v': s(value) },
-      }),
-    );
-}
-
-/** The attacker's own leases (their addresses), optionally in one state, read raw by the control plane. */
-async function ownLeases(field: Battlefield, state?: 'FREE' | 'CLAIMED'): Promise<{ ip: string }[]> {
-  return (await field.partition(field.attacker.arn))
-    .filter((i) => i[A.sk]?.S?.startsWith('ip#') && (!state || i[A.state]?.S === state))
-    .map((i) => ({ ip: i[A.sk]!.S!.slice(3) }));
-}
-
-/** A victim's pod ENI (device index ≥ 1) and its secondary addresses (`ip` the first). */
-function victimTarget(field: Battlefield, victim: SimNode): { eniId: string; ip: string; ips: string[]; mac: string } {
-  const eni = field.cloud.ec2.api.instanceInterfaces(victim.instanceId).find((e) => e.deviceIndex >= 1);
-  if (!eni) throw new Error(`victim ${victim.instanceId} has no pod ENI`);
-  const ips = eni.privateIpAddresses.slice(1);
-  return { eniId: eni.eniId, ip: ips[0] ?? eni.privateIpAddresses[0]!, ips, mac: eni.mac };
-}
-
-/**
- * A complete lease-shaped FREE item for the attacker's own partition, copied from one of its real leases (so
- * every decoder accepts it) but naming another ENI, claimable since `claimableAtMs`: bait for a release.
- */
-async function forgedFree(
-  field: Battlefield,
-  target: { eniId: string; mac: string },
-  claimableAtMs = 0,
-): Promise<Record<string, AttributeValue>> {
-  const real = (await field.partition(field.attacker.arn)).find((i) => i[A.sk]?.S?.startsWith('ip#'));
-  if (!real) throw new Error('the attacker has no lease to copy');
-  const { [A.pk]: _pk, [A.sk]: _sk, ...attrs } = real;
-  for (const h of [A.containerId, A.ifName, A.netns, A.podNamespace, A.podName]) delete attrs[h];
-  return {
-    ...attrs,
-    [A.cAt]: n(claimableAtMs),
-    [A.state]: s('FREE'),
-    [A.version]: n(1),
-    [A.eniId]: s(target.eniId),
-    [A.mac]: s(target.mac),
-    [A.deviceIndex]: n(1),
-    [A.createdAt]: n(0),
-  };
+  /** IAM's answer to each request, in order; a single answer stands for every request. */
+  readonly iam: IamAnswer | readonly IamAnswer[];
+  run(field: Battlefield): Promise<IamAnswer[]>;
+  /** What else this attack must leave as it was, checked after the control plane ran. */
+  unchanged?(field: Battlefield): Promise<unknown>;
 }
 
 export const ATTACKS: readonly Attack[] = [
   {
     name: 'Scan the whole table',
-    expected: 'denied by IAM',
-    run: (f) => answer([() => f.attacker.ddb.send(new ScanCommand({ TableName: TABLE }))]),
+    iam: 'denied',
+    run: (f) => answers([() => f.attacker.ddb.send(new ScanCommand({ TableName: TABLE }))]),
   },
   {
     name: 'Query without a partition key (sort-key condition only)',
-    expected: 'denied by IAM',
-    run: (f) => answer([queryBy(f.attacker, (k) => `begins_with(${k}, :v)`, A.sk, 'ip#')]),
+    iam: 'denied',
+    run: (f) => answers([queryBy(f.attacker, (k) => `begins_with(${k}, :v)`, A.sk, 'ip#')]),
   },
   {
     name: "Query another node's partition of the table",
-    expected: 'denied by IAM',
-    run: (f) => answer([queryBy(f.attacker, (k) => `${k} = :v`, A.pk, f.victims[0]!.arn)]),
+    iam: 'denied',
+    run: (f) => answers([queryBy(f.attacker, (k) => `${k} = :v`, A.pk, f.victims[0]!.arn)]),
   },
   {
     name: "Query the claim index for another node's partition",
-    expected: 'denied by IAM',
+    iam: 'denied',
     run: (f) =>
-      answer([
+      answers([
         queryBy(f.attacker, (k) => `${k} = :v`, CLAIMABLE_INDEX.partitionKey, f.victims[0]!.arn, CLAIMABLE_INDEX.name),
       ]),
   },
   {
     name: "GetItem and BatchGetItem of another node's lease",
-    expected: 'denied by IAM',
+    iam: 'denied',
     run: async (f) => {
       const ip = victimTarget(f, f.victims[0]!).ip;
-      return answer([
+      return answers([
         () => f.attacker.ddb.send(new GetItemCommand({ TableName: TABLE, Key: leaseKey(f.victims[0]!.arn, ip) })),
         () =>
           f.attacker.ddb.send(
@@ -163,11 +81,11 @@ export const ATTACKS: readonly Attack[] = [
   },
   {
     name: "Write another node's lease (claim it, free it, make it RELEASING)",
-    expected: 'denied by IAM',
+    iam: 'denied',
     run: async (f) => {
       const victim = f.victims[0]!;
       const key = leaseKey(victim.arn, victimTarget(f, victim).ip);
-      return answer([
+      return answers([
         setAttributes(f.attacker, key, { [A.state]: s('RELEASING') }),
         setAttributes(f.attacker, key, { [A.state]: s('CLAIMED'), [A.containerId]: s('evil'), [A.ifName]: s('eth0') }),
         () => f.attacker.ddb.send(new DeleteItemCommand({ TableName: TABLE, Key: key })),
@@ -176,16 +94,16 @@ export const ATTACKS: readonly Attack[] = [
   },
   {
     name: "Write another node's node item (mark it DRAINING)",
-    expected: 'denied by IAM',
-    run: (f) => answer([setAttributes(f.attacker, nodeKey(f.victims[0]!.arn), { [A.phase]: s('DRAINING') })]),
+    iam: 'denied',
+    run: (f) => answers([setAttributes(f.attacker, nodeKey(f.victims[0]!.arn), { [A.phase]: s('DRAINING') })]),
   },
   {
     // The reconciler's first look at a stray partition lives in its own partition; a node must not move it.
     name: "Write or read the reconciler's stray-lease marks",
-    expected: 'denied by IAM',
+    iam: 'denied',
     run: (f) => {
       const key = { [A.pk]: s(RECONCILER_PARTITION), [A.sk]: s(`stray#${f.victims[0]!.arn}`) };
-      return answer([
+      return answers([
         setAttributes(f.attacker, key, { markedAtMs: n(0) }),
         queryBy(f.attacker, (k) => `${k} = :v`, A.pk, RECONCILER_PARTITION),
       ]);
@@ -193,19 +111,37 @@ export const ATTACKS: readonly Attack[] = [
   },
   {
     name: 'Write its own node item (phase, ENI list, max pods)',
-    expected: 'denied by IAM',
+    iam: 'denied',
     run: (f) =>
-      answer([
+      answers([
         setAttributes(f.attacker, nodeKey(f.attacker.arn), { [A.phase]: s('PROVISIONING') }),
         setAttributes(f.attacker, nodeKey(f.attacker.arn), { [A.maxPods]: n(100_000) }),
         setAttributes(f.attacker, nodeKey(f.attacker.arn), { [A.enis]: { L: [] } }),
       ]),
   },
   {
+    // IAM cannot condition on the sort key: every attribute a lease claim may write, it may write here too.
+    name: 'Write every node-writable attribute on its own node item (as FREE and claimable since 0)',
+    iam: 'accepted',
+    run: (f) => {
+      const holder = Object.fromEntries(HOLDER_ATTRS.map((h) => [h, s('evil')]));
+      const writable = { ...holder, [A.state]: s('FREE'), [A.version]: n(1), [A.cAt]: n(0) };
+      const timestamps = { [A.claimedAt]: n(9e15), [A.releasedAt]: n(-1) };
+      const named = new Set([...Object.keys(writable), ...Object.keys(timestamps), A.pk, A.sk]);
+      if (NODE_WRITABLE_ATTRS.some((a) => !named.has(a))) throw new Error('a node-writable attribute is left out');
+      return answers([setAttributes(f.attacker, nodeKey(f.attacker.arn), { ...writable, ...timestamps })]);
+    },
+    // The control plane reads the node item the same, and the attacker's own claims never take it as a lease.
+    unchanged: async (f) => ({
+      node: await f.controlStore.getNode(f.attacker.arn),
+      add: await f.addAndDelete(f.attacker),
+    }),
+  },
+  {
     name: 'Write its own node item through the legacy AttributeUpdates API',
-    expected: 'denied by IAM',
+    iam: 'denied',
     run: (f) =>
-      answer([
+      answers([
         () =>
           f.attacker.ddb.send(
             new UpdateItemCommand({
@@ -219,7 +155,7 @@ export const ATTACKS: readonly Attack[] = [
   {
     // Issue 14's reproduction on the v1 table, whose claim index was keyed on this node-written attribute.
     name: 'Poison the claim index: 150 items whose cPk names another node, claimable since 0',
-    expected: 'denied by IAM',
+    iam: 'denied',
     run: async (f) => {
       const victim = f.victims[0]!;
       const sends = Array.from({ length: 150 }, (_, i) =>
@@ -230,14 +166,14 @@ export const ATTACKS: readonly Attack[] = [
           [A.version]: n(1),
         }),
       );
-      return answer(sends);
+      return answers(sends);
     },
   },
   {
     name: 'Poison its own claim index: 150 unclaimable items, claimable since 0',
-    expected: 'no effect',
+    iam: 'accepted',
     run: (f) =>
-      answer(
+      answers(
         Array.from({ length: 150 }, (_, i) =>
           setAttributes(f.attacker, leaseKey(f.attacker.arn, `10.0.199.${i}`), {
             [A.cAt]: n(0),
@@ -249,11 +185,11 @@ export const ATTACKS: readonly Attack[] = [
   },
   {
     name: 'PutItem a forged FREE lease naming another node’s ENI and address',
-    expected: 'denied by IAM',
+    iam: 'denied',
     run: async (f) => {
       const t = victimTarget(f, f.victims[0]!);
       const forged = await forgedFree(f, t);
-      return answer([
+      return answers([
         () =>
           f.attacker.ddb.send(
             new PutItemCommand({
@@ -266,12 +202,12 @@ export const ATTACKS: readonly Attack[] = [
   },
   {
     name: 'DeleteItem, BatchWriteItem, TransactWriteItems and PartiQL on its own partition',
-    expected: 'denied by IAM',
+    iam: 'denied',
     run: async (f) => {
       const [own] = await ownLeases(f, 'FREE');
       const key = leaseKey(f.attacker.arn, own?.ip ?? '10.0.201.1');
       const item = { ...leaseKey(f.attacker.arn, '10.0.201.2'), [A.state]: s('FREE') };
-      return answer([
+      return answers([
         () => f.attacker.ddb.send(new DeleteItemCommand({ TableName: TABLE, Key: key })),
         () =>
           f.attacker.ddb.send(
@@ -291,52 +227,52 @@ export const ATTACKS: readonly Attack[] = [
     },
   },
   {
+    // Refused before any policy is read: an unknown key, then a signature that does not verify.
     name: 'Made-up credentials, and a stolen access key id without its secret',
-    expected: 'denied by IAM',
+    iam: ['refused: UnrecognizedClientException', 'refused: InvalidSignatureException', 'accepted'],
     run: async (f) => {
-      const made = new DynamoDBClient({
-        region: f.cloud.region,
-        endpoint: f.cloud.endpoints.dynamodb,
-        credentials: { accessKeyId: 'AKIAMADEUPKEY0000000', secretAccessKey: 'guess' },
-        maxAttempts: 1,
-      });
-      const stolen = new DynamoDBClient({
-        region: f.cloud.region,
-        endpoint: f.cloud.endpoints.dynamodb,
-        credentials: { ...f.victims[0]!.session.credentials, secretAccessKey: 'guess' },
-        maxAttempts: 1,
-      });
+      const client = (credentials: { accessKeyId: string; secretAccessKey: string }) =>
+        new DynamoDBClient({
+          region: f.cloud.region,
+          endpoint: f.cloud.endpoints.dynamodb,
+          credentials,
+          maxAttempts: 1,
+        });
+      const made = client({ accessKeyId: 'AKIAMADEUPKEY0000000', secretAccessKey: 'guess' });
+      const stolen = client({ ...f.victims[0]!.session.credentials, secretAccessKey: 'guess' });
+      const honest = client(f.victims[0]!.session.credentials);
       try {
         const key = nodeKey(f.victims[0]!.arn);
-        return await answer([
+        return await answers([
           () => made.send(new GetItemCommand({ TableName: TABLE, Key: key })),
           () => stolen.send(new GetItemCommand({ TableName: TABLE, Key: key })),
+          // The same client, built the same way with the victim's whole credentials, is let in.
+          () => honest.send(new GetItemCommand({ TableName: TABLE, Key: key })),
         ]);
       } finally {
-        made.destroy();
-        stolen.destroy();
+        for (const c of [made, stolen, honest]) c.destroy();
       }
     },
   },
   {
     name: 'Forge leases (upsert) for every address of another node’s ENI, FREE since 0, past the high watermark',
-    expected: 'no effect',
+    iam: 'denied',
     run: async (f) => {
       // The issue's reproduction: enough claimable forged leases that the pool-manager releases the excess.
       const t = victimTarget(f, f.victims[0]!);
       const base = t.ip.split('.').slice(0, 3).join('.');
       const ips = [...t.ips, ...Array.from({ length: 12 }, (_, i) => `${base}.${230 + i}`)];
       const forged = await forgedFree(f, t);
-      return answer(ips.map((ip) => setAttributes(f.attacker, leaseKey(f.attacker.arn, ip), forged)));
+      return answers(ips.map((ip) => setAttributes(f.attacker, leaseKey(f.attacker.arn, ip), forged)));
     },
   },
   {
     name: 'Rewrite its own FREE leases to name another node’s ENI (the pool-manager then sees excess)',
-    expected: 'no effect',
+    iam: 'denied',
     run: async (f) => {
       const t = victimTarget(f, f.victims[0]!);
       const free = await ownLeases(f, 'FREE');
-      return answer(
+      return answers(
         free.map((l) =>
           setAttributes(f.attacker, leaseKey(f.attacker.arn, l.ip), { [A.eniId]: s(t.eniId), [A.cAt]: n(0) }),
         ),
@@ -345,12 +281,12 @@ export const ATTACKS: readonly Attack[] = [
   },
   {
     name: 'Forge a /28 prefix lease naming another node’s ENI',
-    expected: 'no effect',
+    iam: 'denied',
     run: async (f) => {
       const t = victimTarget(f, f.victims[0]!);
       const base = t.ip.split('.').slice(0, 3).join('.');
       const forged = await forgedFree(f, t);
-      return answer([
+      return answers([
         setAttributes(f.attacker, leaseKey(f.attacker.arn, `${base}.48`), {
           ...forged,
           [A.prefix]: s(`${base}.48/28`),
@@ -360,11 +296,11 @@ export const ATTACKS: readonly Attack[] = [
   },
   {
     name: 'Mark its own leases RELEASING, naming another node’s ENI, to trick an Unassign',
-    expected: 'no effect',
+    iam: 'denied',
     run: async (f) => {
       const t = victimTarget(f, f.victims[0]!);
       const free = await ownLeases(f, 'FREE');
-      return answer(
+      return answers(
         free.slice(0, 3).map((l) =>
           setAttributes(f.attacker, leaseKey(f.attacker.arn, l.ip), {
             [A.state]: s('RELEASING'),
@@ -376,11 +312,26 @@ export const ATTACKS: readonly Attack[] = [
     },
   },
   {
+    name: 'Mark its own leases RELEASING (state and release time only), for the control plane to Unassign',
+    iam: 'accepted',
+    run: async (f) => {
+      const free = await ownLeases(f, 'FREE');
+      return answers(
+        free.slice(0, 3).map((l) =>
+          setAttributes(f.attacker, leaseKey(f.attacker.arn, l.ip), {
+            [A.state]: s('RELEASING'),
+            [A.releasedAt]: n(0),
+          }),
+        ),
+      );
+    },
+  },
+  {
     name: 'Replay an old version over a lease (version back to 1, state FREE)',
-    expected: 'no effect',
+    iam: 'accepted',
     run: async (f) => {
       const leases = await ownLeases(f);
-      return answer(
+      return answers(
         leases.slice(0, 3).map((l) =>
           setAttributes(f.attacker, leaseKey(f.attacker.arn, l.ip), {
             [A.version]: n(1),
@@ -393,11 +344,11 @@ export const ATTACKS: readonly Attack[] = [
   },
   {
     name: 'Set a lease’s holder to another node’s container',
-    expected: 'no effect',
+    iam: 'accepted',
     run: async (f) => {
       const [own] = await ownLeases(f, 'FREE');
       if (!own) throw new Error('the attacker has no FREE lease left');
-      return answer([
+      return answers([
         setAttributes(f.attacker, leaseKey(f.attacker.arn, own.ip), {
           [A.state]: s('CLAIMED'),
           [A.containerId]: s('probe-000001'),
@@ -408,27 +359,39 @@ export const ATTACKS: readonly Attack[] = [
     },
   },
   {
-    name: 'Timestamps in the past and the far future (claimable, release and creation times)',
-    expected: 'no effect',
+    name: 'Claim and release timestamps in the past and the far future (claimable, claimed, released)',
+    iam: 'accepted',
     run: async (f) => {
       const leases = await ownLeases(f);
-      return answer(
+      return answers(
         leases.slice(0, 4).map((l, i) =>
           setAttributes(f.attacker, leaseKey(f.attacker.arn, l.ip), {
             [A.cAt]: n(i % 2 === 0 ? -1 : 9e15),
+            [A.claimedAt]: n(i % 2 === 0 ? 9e15 : -1),
             [A.releasedAt]: n(i % 2 === 0 ? 9e15 : -1),
-            [A.createdAt]: n(i % 2 === 0 ? 0 : 9e15),
           }),
         ),
       );
     },
   },
   {
+    name: 'Rewrite a lease’s creation time (to 0 and to the far future)',
+    iam: 'denied',
+    run: async (f) => {
+      const leases = await ownLeases(f);
+      return answers(
+        leases
+          .slice(0, 2)
+          .map((l, i) => setAttributes(f.attacker, leaseKey(f.attacker.arn, l.ip), { [A.createdAt]: n(i * 9e15) })),
+      );
+    },
+  },
+  {
     name: 'Write an oversized item (390 KB pod name)',
-    expected: 'no effect',
+    iam: 'accepted',
     run: async (f) => {
       const [own] = await ownLeases(f);
-      return answer([
+      return answers([
         setAttributes(f.attacker, leaseKey(f.attacker.arn, own?.ip ?? '10.0.202.1'), {
           [A.podName]: s('x'.repeat(390_000)),
         }),
@@ -437,9 +400,9 @@ export const ATTACKS: readonly Attack[] = [
   },
   {
     name: 'Flood its partition with 200 lease-shaped items',
-    expected: 'no effect',
+    iam: 'accepted',
     run: (f) =>
-      answer(
+      answers(
         Array.from({ length: 200 }, (_, i) =>
           setAttributes(f.attacker, leaseKey(f.attacker.arn, `10.0.${210 + (i >> 8)}.${i & 255}`), {
             [A.state]: s('FREE'),

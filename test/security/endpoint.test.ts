@@ -1,4 +1,11 @@
-import { DynamoDBClient, GetItemCommand, QueryCommand, ScanCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import {
+  DynamoDBClient,
+  ExecuteStatementCommand,
+  GetItemCommand,
+  QueryCommand,
+  ScanCommand,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalCloud, startLocalCloud } from '../../infra/local/cloud.js';
 import type { InstanceSession } from '../../infra/local/iam/endpoint.js';
@@ -101,6 +108,15 @@ describe('Class: IamEndpoint (the local cloud DynamoDB endpoint)', () => {
       `User: arn:aws:sts::123456789012:assumed-role/vpc-lease-node/${a.instanceId} is not authorized to perform: dynamodb:Scan on resource: arn:aws:dynamodb:us-east-1:123456789012:table/${TABLE} because no identity-based policy allows the dynamodb:Scan action`,
     );
     expect((err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode).toBe(400);
+  });
+
+  it('refuses as AccessDenied an operation IAM cannot evaluate (PartiQL), never with a server error', async () => {
+    const deniedBefore = cloud.iam.counts.denied;
+    const statement = `UPDATE "${TABLE}" SET st='FREE' WHERE pk='${a.instanceArn}' AND sk='ip#10.0.0.9'`;
+    expect(await errorName(client(a.credentials).send(new ExecuteStatementCommand({ Statement: statement })))).toBe(
+      'AccessDeniedException',
+    );
+    expect(cloud.iam.counts.denied).toBe(deniedBefore + 1);
   });
 
   it('takes LeadingKeys from the key condition of an index Query, expression or legacy', async () => {

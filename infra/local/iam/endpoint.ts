@@ -262,7 +262,9 @@ export class IamEndpoint {
         'aws:SourceVpc': session.vpcId,
       };
       const principal = `arn:${this.partition}:sts::${this.options.accountId}:assumed-role/${session.roleName}/${session.instanceId}`;
-      const allowed = await this.decide(vpcId, policy, principal, { ...r, context });
+      // Fail closed: an action the simulator cannot evaluate (PartiQL's, named by operation) is one no policy
+      // grants, and IAM refuses it as AccessDenied rather than with a server error.
+      const allowed = await this.decide(vpcId, policy, principal, { ...r, context }).catch(() => false);
       this.record(session, operation, r, allowed);
       if (!allowed) return r;
     }
