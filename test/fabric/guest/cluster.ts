@@ -36,6 +36,7 @@ const TABLE = 'vpc-lease';
 const CONTROL_PLANE = { accessKeyId: 'fabric-control-plane', secretAccessKey: 'fabric-control-plane' };
 const FABRIC_VPC_ID = 'vpc-0fab41c0fab41c0fa';
 const MAX_ATTEMPTS = 4;
+const HARNESS_STORE_TIMEOUT_MS = 60_000;
 const RETRY_PAUSE_MS = 2_000;
 
 export function nodeExec(
@@ -113,10 +114,13 @@ export class Cluster {
       controlPlaneKeys: [CONTROL_PLANE.accessKeyId],
     });
     await this.iam.start(DYNAMO_PORT, SUBNET_BOOT.gateway);
+    // The harness's own seeding waits as long as it takes: dynalite shares this emulated guest's slow cores, and
+    // the client's 2 s default failed whole configurations at a load of 40.
     this.api = new LightDynamoClient({
       endpoint: this.dynalite.endpoint,
       region: 'us-east-1',
       credentials: async () => CONTROL_PLANE,
+      timeoutMs: HARNESS_STORE_TIMEOUT_MS,
     });
     this.store = new DynamoLeaseStore({ api: this.api, tableName: TABLE });
   }
