@@ -26,7 +26,7 @@ const { configs, seed } = chooseConfigs(process.env);
 const chosen = `${configs.join(', ')}${seed === undefined ? '' : ` (VPC_LEASE_FABRIC_SEED=${seed})`}`;
 let run: FabricRun | undefined;
 
-describe.skipIf(skipReason !== undefined)(`VPC fabric in the VM: ${chosen}`, () => {
+describe.skipIf(skipReason !== undefined)('VPC fabric in the VM', () => {
   beforeAll(async () => {
     process.stderr.write(`fabric configurations: ${chosen}\n`);
     run = await runFabric({ verbose: process.env['VPC_LEASE_VM_VERBOSE'] === '1', only: configs.join(',') });

@@ -37,8 +37,8 @@ import {
   startAgent,
 } from './cells.js';
 import { addPodNetns, Cluster, ROOT, shippedConfig } from './cluster.js';
-import { type FabricImds, startFabricImds } from './imds.js';
 import { imdsLiftedIsSeen } from './controls.js';
+import { type FabricImds, startFabricImds } from './imds.js';
 import { buildFabric, cmd, ip, restore } from './net.js';
 import { type NodePods, type Pod, short } from './probes.js';
 
