@@ -2,13 +2,14 @@
  * Host side of the fabric suite: bundles the guest, builds the plugin the way `npm run build` does, boots one VM
  * for every cell, and formats the matrix. Used by `npm run fabric` (prints the table) and by fabric.test.ts.
  */
+import { randomInt } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { buildCni } from '../../infra/build.js';
 import { bundleGuest, runInVm, writeNodePolicy } from '../vm/vm.js';
-import type { CellResult } from './guest/cells.js';
+import { type CellResult, type FabricResults, type PluginRetry, RETRY_BUDGET } from './results.js';
 
-export type { CellResult };
+export type { CellResult, PluginRetry };
 
 /**
  * Cells that cannot work in some configuration, with the reason (README and report). A FAIL in any other cell
@@ -17,8 +18,43 @@ export type { CellResult };
  */
 export const UNSUPPORTED: readonly { readonly config: RegExp; readonly cell: RegExp; readonly why: string }[] = [];
 
+/** Every configuration, in the order the guest runs them (ipvlan mode × where the pod ENIs are). */
+export const ALL_CONFIGS = ['l2/boot', 'l2/pod', 'l3/boot', 'l3/pod', 'l3s/boot', 'l3s/pod'] as const;
+
+/**
+ * `npm test`'s rotation: three pairs that cover the six, each pair two modes and both subnet kinds. A run takes
+ * the pair its seed picks (seed mod 3), so it costs what two configurations cost, and each configuration runs in
+ * one CI run of three on average.
+ */
+export const ROTATION: readonly (readonly string[])[] = [
+  ['l2/boot', 'l3s/pod'],
+  ['l2/pod', 'l3/boot'],
+  ['l3/pod', 'l3s/boot'],
+];
+
+/**
+ * The configurations a run asks for: a list or `all` (VPC_LEASE_FABRIC_CONFIGS), else the pair of the seed
+ * (VPC_LEASE_FABRIC_SEED, else a random one, which the caller prints so the run can be repeated).
+ */
+export function chooseConfigs(env: NodeJS.ProcessEnv): { configs: string[]; seed?: number } {
+  const list = env['VPC_LEASE_FABRIC_CONFIGS'];
+  if (list) {
+    const configs = list === 'all' ? [...ALL_CONFIGS] : list.split(',');
+    const unknown = configs.filter((c) => !(ALL_CONFIGS as readonly string[]).includes(c));
+    if (unknown.length > 0) throw new Error(`VPC_LEASE_FABRIC_CONFIGS: unknown ${unknown.join(', ')}`);
+    return { configs };
+  }
+  const given = env['VPC_LEASE_FABRIC_SEED'];
+  if (given !== undefined && !/^\d{1,9}$/.test(given))
+    throw new Error(`VPC_LEASE_FABRIC_SEED must be a whole number, not ${JSON.stringify(given)}`);
+  const seed = given === undefined ? randomInt(1_000_000_000) : Number(given);
+  return { configs: [...ROTATION[seed % ROTATION.length]!], seed };
+}
+
 export interface FabricRun {
   readonly results: CellResult[];
+  readonly retries: PluginRetry[];
+  readonly configSeconds: Record<string, number>;
   readonly exitCode: number;
   readonly consoleTail: string;
   readonly wallMs: number;
@@ -40,8 +76,27 @@ export async function runFabric(options: { verbose?: boolean; only?: string } = 
     ...(options.only ? { env: { FABRIC_ONLY: options.only } } : {}),
     ...(options.verbose ? { onLine: (line: string) => process.stderr.write(`vm: ${line}\n`) } : {}),
   });
-  const results = existsSync(resultFile) ? (JSON.parse(readFileSync(resultFile, 'utf8')) as CellResult[]) : [];
-  return { results, exitCode: run.exitCode, consoleTail: run.console.slice(-6000), wallMs: Date.now() - started };
+  const file: FabricResults = existsSync(resultFile)
+    ? (JSON.parse(readFileSync(resultFile, 'utf8')) as FabricResults)
+    : { cells: [], retries: [], configSeconds: {} };
+  return {
+    results: file.cells,
+    retries: file.retries,
+    configSeconds: file.configSeconds,
+    exitCode: run.exitCode,
+    consoleTail: run.console.slice(-6000),
+    wallMs: Date.now() - started,
+  };
+}
+
+/** The run's figures after the matrix: wall time, each configuration's time in the guest, every retry. */
+export function formatRun(run: FabricRun): string {
+  const configs = Object.entries(run.configSeconds).map(([c, s]) => `${c} ${s} s`);
+  return [
+    `fabric wall time: ${Math.round(run.wallMs / 1000)} s (configurations in the guest: ${configs.join(', ') || 'none'})`,
+    `plugin calls retried on code 11: ${run.retries.length} (budget ${RETRY_BUDGET})`,
+    ...run.retries.map((r) => `  ${r.node} ${r.command} ${r.containerId} attempt ${r.attempt}: ${r.details}: ${r.msg}`),
+  ].join('\n');
 }
 
 export function unsupportedReason(r: CellResult): string | undefined {

@@ -1,47 +1,20 @@
 /**
  * The fabric matrix's cells: what each configuration checks (pod↔pod, services, NodePort, IMDS, MTU, negative
- * controls, mode change, IAM), with the small probes they share. main.ts builds the cluster and runs them.
+ * controls from controls.ts, mode change, IAM). main.ts builds the cluster and runs them.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import type { Service } from '../kube-proxy.js';
-import {
-  type Eni,
-  type FabricNode,
-  IMDS_IP,
-  NAT_OUTSIDE,
-  type SubnetKind,
-  TRAP_IP,
-  UNASSIGNED_SOURCE,
-  VPC_MTU,
-} from '../topology.js';
+import type { CellResult } from '../results.js';
+import { type FabricNode, IMDS_IP, NAT_OUTSIDE, type SubnetKind, VPC_MTU } from '../topology.js';
 import { BIG_BYTES, DNS_ANSWER } from './agent.js';
 import { addPodNetns, type Cluster, shippedConfig } from './cluster.js';
+import { IMDS_DSCP, imdsBlocked, unassignedSourceDropped, unownedAddressGetsNothing } from './controls.js';
 import type { FabricImds } from './imds.js';
 import { exec, ip } from './net.js';
-
-export interface CellResult {
-  readonly config: string;
-  readonly cell: string;
-  readonly ok: boolean;
-  readonly detail: string;
-  readonly ms: number;
-}
+import { type Cell, get, type NodePods, type Pod, ping, short } from './probes.js';
 
 export type Mode = 'l2' | 'l3' | 'l3s';
-export interface Pod {
-  readonly ns: string;
-  readonly id: string;
-  readonly ip: string;
-  readonly eni: Eni;
-  readonly name: string;
-}
-export interface NodePods {
-  readonly client: Pod;
-  readonly same: Pod;
-  readonly other: Pod;
-  readonly noVeth: Pod;
-}
 
 export const MODES: readonly Mode[] = ['l2', 'l3', 'l3s'];
 export const KINDS: readonly SubnetKind[] = ['boot', 'pod'];
@@ -56,24 +29,6 @@ const NODEPORT_CLUSTER = 30080;
 const NODEPORT_LOCAL = 30081;
 export const HOST_PORT = 10250;
 
-export function short(text: string): string {
-  return text.replace(/\s+/g, ' ').trim().slice(0, 240);
-}
-
-/** HTTP GET from a namespace; the body, or undefined with why. */
-async function get(ns: string | undefined, url: string, seconds = 12): Promise<{ body?: string; why: string }> {
-  const r = await exec(ns, ['timeout', String(seconds), 'busybox', 'wget', '-q', '-O', '-', url]);
-  return r.code === 0
-    ? { body: r.stdout, why: '' }
-    : { why: r.code === 124 ? 'timed out' : short(r.stderr) || `exit ${r.code}` };
-}
-
-/** Three echoes, any answer counts: a lone first packet lost to neighbour resolution is not a dead path. */
-async function ping(ns: string | undefined, target: string, extra: readonly string[] = []): Promise<boolean> {
-  const r = await exec(ns, ['busybox', 'ping', '-c', '3', '-W', '8', ...extra, target]);
-  return r.code === 0;
-}
-
 export function startAgent(
   cluster: Cluster,
   ns: string,
@@ -85,13 +40,10 @@ export function startAgent(
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   cluster.track(child, lasting);
+  // No timer: node starts slowly in the emulated guest, and an agent that never starts exits (or the VM times out).
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`agent ${name} did not start`)), 30_000);
     child.stdout?.on('data', (c: Buffer) => {
-      if (c.toString().includes('ready')) {
-        clearTimeout(timer);
-        resolve(child);
-      }
+      if (c.toString().includes('ready')) resolve(child);
     });
     child.once('exit', (code) => reject(new Error(`agent ${name} exited ${code}`)));
   });
@@ -137,11 +89,6 @@ export function services(p: Record<string, NodePods>): Service[] {
   ];
 }
 
-interface Cell {
-  readonly name: string;
-  run(): Promise<string | undefined>;
-}
-
 /** A cell passes when `run` resolves undefined; otherwise the string is why it failed. */
 export async function runCells(config: string, cells: readonly Cell[], out: CellResult[]): Promise<void> {
   const results = await Promise.all(
@@ -165,20 +112,6 @@ function expectBody(r: { body?: string; why: string }, ...parts: string[]): stri
   if (r.body === undefined) return r.why;
   const missing = parts.filter((p) => !r.body!.includes(p));
   return missing.length === 0 ? undefined : `answered "${short(r.body)}", expected ${missing.join(', ')}`;
-}
-
-function imdsBlocked(imds: FabricImds, pod: Pod): Cell {
-  return {
-    name: `pod → IMDS is blocked (${pod.name.endsWith('noveth') ? 'no host veth' : 'with host veth'})`,
-    async run() {
-      const before = imds.requests.length;
-      const r = await get(pod.ns, `http://${IMDS_IP}/latest/meta-data/iam/security-credentials/`, 15);
-      const reached = imds.requests.slice(before).filter((l) => l.startsWith(`${pod.ip} `));
-      if (reached.length > 0) return `the pod reached IMDS: ${reached.join('; ')}`;
-      if (r.body !== undefined) return `the pod got an answer from ${IMDS_IP}: ${short(r.body)}`;
-      return undefined;
-    },
-  };
 }
 
 export function matrixCells(imds: FabricImds, nodes: readonly FabricNode[], p: Record<string, NodePods>): Cell[] {
@@ -240,8 +173,8 @@ export function matrixCells(imds: FabricImds, nodes: readonly FabricNode[], p: R
       run: async () =>
         expectBody(await get(n1.client.ns, `http://${NAT_OUTSIDE.outside}:8080/`), 'outside', NAT_OUTSIDE.nat),
     },
-    imdsBlocked(imds, n1.client),
-    imdsBlocked(imds, n1.noVeth),
+    imdsBlocked(imds, n1.client, IMDS_DSCP.client),
+    imdsBlocked(imds, n1.noVeth, IMDS_DSCP.noVeth),
     {
       name: `MTU ${VPC_MTU} inside the VPC (pod link, 8972-byte ping to another node)`,
       async run() {
@@ -278,30 +211,8 @@ export function matrixCells(imds: FabricImds, nodes: readonly FabricNode[], p: R
         return down.stdout.trim() === String(BIG_BYTES) ? undefined : `download: got ${short(down.stdout)} bytes`;
       },
     },
-    {
-      name: 'negative control: a pod sending from an unassigned address is dropped',
-      async run() {
-        if (!(await ping(n1.client.ns, n2.client.ip)))
-          return 'positive twin failed: no answer from the assigned address';
-        ip('-n', n1.client.ns, 'addr', 'add', `${UNASSIGNED_SOURCE}/32`, 'dev', 'eth0');
-        try {
-          return (await ping(n1.client.ns, n2.client.ip, ['-I', UNASSIGNED_SOURCE]))
-            ? 'answered: the fabric forwarded an unassigned source (a bridge?)'
-            : undefined;
-        } finally {
-          ip('-n', n1.client.ns, 'addr', 'del', `${UNASSIGNED_SOURCE}/32`, 'dev', 'eth0');
-        }
-      },
-    },
-    {
-      name: 'negative control: an address no ENI owns gets nothing',
-      async run() {
-        if (!(await ping(n1.client.ns, nodes[1]!.bootIp))) return 'positive twin failed: node2 unreachable';
-        return (await ping(n1.client.ns, TRAP_IP))
-          ? `${TRAP_IP} answered: the fabric delivered it (a bridge?)`
-          : undefined;
-      },
-    },
+    unassignedSourceDropped(n1.client, n2.client),
+    unownedAddressGetsNothing(n1.client, nodes[1]!),
   ];
 }
 

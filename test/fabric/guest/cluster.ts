@@ -7,6 +7,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { IamEndpoint } from '../../../infra/local/iam/endpoint.js';
 import type { SynthesizedNodePolicy } from '../../../infra/local/iam/node-policy.js';
 import { instanceArn } from '../../../shared/domain/arn.js';
@@ -17,6 +18,7 @@ import { DynamoLeaseStore } from '../../../shared/lease-store/dynamo-lease-store
 import { type DynaliteHandle, startDynalite } from '../../support/dynalite.js';
 import type { PluginRun } from '../../support/plugin-process.js';
 import { createTable } from '../../vm/guest/guest-node.js';
+import type { PluginRetry } from '../results.js';
 import { type Eni, type FabricNode, SUBNET_BOOT } from '../topology.js';
 import { DYNAMO_PORT } from './agent.js';
 import { exec, ip } from './net.js';
@@ -33,6 +35,9 @@ const TABLE = 'vpc-lease';
 /** Keys only the control plane (this harness) signs with: the endpoint passes them unevaluated. */
 const CONTROL_PLANE = { accessKeyId: 'fabric-control-plane', secretAccessKey: 'fabric-control-plane' };
 const FABRIC_VPC_ID = 'vpc-0fab41c0fab41c0fa';
+const MAX_ATTEMPTS = 4;
+const HARNESS_STORE_TIMEOUT_MS = 60_000;
+const RETRY_PAUSE_MS = 2_000;
 
 export function nodeExec(
   node: string,
@@ -62,6 +67,8 @@ export class Cluster {
   private readonly lasting: ChildProcess[] = [];
   /** kube-proxy's jumps from the built-in chains are ensured once per node. */
   readonly jumpsApplied = new Set<string>();
+  /** Every code-11 answer retried in this run, in order. */
+  readonly retries: PluginRetry[] = [];
   /** The ipvlan mode of the conflists the installer last wrote on every node (undefined: none, or unsure). */
   installedMode: string | undefined;
 
@@ -107,10 +114,13 @@ export class Cluster {
       controlPlaneKeys: [CONTROL_PLANE.accessKeyId],
     });
     await this.iam.start(DYNAMO_PORT, SUBNET_BOOT.gateway);
+    // The harness's own seeding waits as long as it takes: dynalite shares this emulated guest's slow cores, and
+    // the client's 2 s default failed whole configurations at a load of 40.
     this.api = new LightDynamoClient({
       endpoint: this.dynalite.endpoint,
       region: 'us-east-1',
       credentials: async () => CONTROL_PLANE,
+      timeoutMs: HARNESS_STORE_TIMEOUT_MS,
     });
     this.store = new DynamoLeaseStore({ api: this.api, tableName: TABLE });
   }
@@ -164,8 +174,10 @@ export class Cluster {
   }
 
   /**
-   * One plugin call the way containerd's libcni makes it, with the node's installed conflist; code 11 ("try
-   * again later", e.g. IMDS slow under the VM's emulation) is retried as kubelet retries the sandbox.
+   * One plugin call the way containerd's libcni makes it, with the node's installed conflist. Code 11 is retried
+   * as kubelet retries a sandbox (up to MAX_ATTEMPTS tries) and every retry is recorded in `retries`: a retry is a
+   * failure the run survived, and the run fails when it needed more than RETRY_BUDGET. A NoFreeLeaseError is never
+   * retried: it is how a lease leak shows, and retries spanning the 30 s cooldown would wait the leak out.
    */
   async plugin(
     node: string,
@@ -187,10 +199,18 @@ export class Cluster {
     };
     for (let attempt = 1; ; attempt++) {
       const r = await nodeExec(node, ['/opt/cni/bin/vpc-lease-cni'], env, netconf);
-      // Kubelet retries a sandbox without end; 15 tries keep a cell's verdict from hanging on a busy machine's
-      // speed (the plugin's own 1 s IMDS and 3 s store timeouts are wall clock, and the guest is emulated).
-      if (r.code === 0 || attempt >= 15 || r.json?.['code'] !== 11) return r;
-      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      const error = r.json as { code?: unknown; msg?: unknown; details?: unknown } | undefined;
+      const retriable = r.code !== 0 && error?.code === 11 && error.details !== 'NoFreeLeaseError';
+      if (!retriable || attempt >= MAX_ATTEMPTS) return r;
+      this.retries.push({
+        node,
+        command,
+        containerId,
+        attempt,
+        msg: String(error?.msg),
+        details: String(error?.details),
+      });
+      await delay(RETRY_PAUSE_MS);
     }
   }
 

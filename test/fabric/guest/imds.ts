@@ -7,8 +7,11 @@ import { type FabricNode, IMDS_IP, ownerOf } from '../topology.js';
  * the instance's ENIs (pods' addresses included — which is why the datapath must keep pods away from it) and
  * tells instances apart by the ENI that owns the source address. It serves IMDSv2 tokens, the identity
  * document and the instance's role session (which the IAM-enforcing endpoint knows); every request is logged
- * with its source.
+ * with its source. `GET /fabric-probe/<nonce>` is answered to anyone, token or not, so a cell's probe that gets
+ * through is answered and logged whatever address it arrives from.
  */
+export const PROBE_PATH = '/fabric-probe/';
+
 export interface FabricImds {
   /** "source method path" of every request. */
   readonly requests: string[];
@@ -23,6 +26,8 @@ export async function startFabricImds(
   const server: Server = createServer((req, res) => {
     const source = (req.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
     requests.push(`${source} ${req.method} ${req.url}`);
+    if (req.method === 'GET' && req.url?.startsWith(PROBE_PATH))
+      return void res.writeHead(200).end(`probe ${req.url.slice(PROBE_PATH.length)} from ${source}\n`);
     const eni = ownerOf(nodes, source);
     const node = nodes.find((n) => n.name === eni?.node);
     if (!node) return void res.writeHead(403).end();

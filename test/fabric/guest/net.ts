@@ -45,6 +45,48 @@ export function restore(ns: string | undefined, input: string, noflush = true): 
   execFileSync(file, args, { input, encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'] });
 }
 
+/**
+ * A counting rule (no target unless given) inserted first in `chain` of a namespace (undefined: the fabric), told
+ * apart by a comment: what a cell reads to see that a packet did or did not pass a point, instead of inferring it from a
+ * missing answer.
+ */
+export interface ProbeRule {
+  /** Packets counted so far. */
+  count(): number;
+  remove(): void;
+}
+
+let probes = 0;
+
+export function probeRule(
+  ns: string | undefined,
+  table: string,
+  chain: string,
+  match: readonly string[],
+  target: readonly string[] = [],
+): ProbeRule {
+  const tag = `fabric-probe-${process.pid}-${++probes}`;
+  const rule = [...match, '-m', 'comment', '--comment', tag, ...target];
+  const iptables = (...args: string[]): string =>
+    ns ? ip('netns', 'exec', ns, 'iptables', '-w', '5', ...args) : cmd('iptables', '-w', '5', ...args);
+  iptables('-t', table, '-I', chain, '1', ...rule);
+  return {
+    count() {
+      const count = ruleCounts(ns, table).find((r) => r.rule.includes(`--comment ${tag}`))?.packets;
+      if (count === undefined) throw new Error(`probe ${tag} is gone from ${ns ?? 'the fabric'}'s ${table} table`);
+      return count;
+    },
+    remove: () => void iptables('-t', table, '-D', chain, ...rule),
+  };
+}
+
+/** Every rule of a table with its packet counter (`iptables-save -c`). */
+export function ruleCounts(ns: string | undefined, table: string): { rule: string; packets: number }[] {
+  const argv = ['iptables-save', '-c', '-t', table];
+  const text = ns ? ip('netns', 'exec', ns, ...argv) : cmd(argv[0]!, ...argv.slice(1));
+  return [...text.matchAll(/^\[(\d+):\d+\] (-A .*)$/gm)].map((m) => ({ rule: m[2]!, packets: Number(m[1]) }));
+}
+
 /** A command in a namespace (undefined: the fabric), asynchronous: the IMDS and dynalite run in this process. */
 export function exec(
   ns: string | undefined,
@@ -74,6 +116,8 @@ const MODULES = [
   'xt_REJECT',
   'nf_reject_ipv4',
   'ipt_REJECT',
+  'xt_DSCP',
+  'xt_dscp',
 ];
 
 export function loadModules(): void {
