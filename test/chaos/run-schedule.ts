@@ -134,13 +134,25 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
     // conditions, not durations, so a loaded machine cannot turn the replacements' launches into timeouts too.
     if (schedule.shortHookTimeoutS !== undefined) c.mapping.setEnabled(false);
     if (fleet) fleet.launch(schedule.instances, schedule.instanceType);
-    // The full-subnets family keeps the group in the pod subnets' AZ.
-    else c.createGroup(GROUP, schedule.instanceType, schedule.instances, fill ? [c.subnetIds[0]!] : c.subnetIds);
+    // The full-subnets family: the group in the pod subnets' AZ, one launch first; once it is through, another
+    // tenant fills the roomiest pod subnet and the scale-out goes on, so the later launches plan against it.
+    else
+      c.createGroup(
+        GROUP,
+        schedule.instanceType,
+        fill ? 1 : schedule.instances,
+        fill ? [c.subnetIds[0]!] : c.subnetIds,
+      );
     if (fill) {
-      // Mid-run: once the first launch is through, the roomiest pod subnet fills under the others.
       filling = waitFor(() => c.outcomes.length > 0, REAL_LIMIT_MS)
         .then(() => fillSubnet(fill.filled, schedule.fillSubnets!))
-        .catch((err: unknown) => violations.push(`full subnets: the filler failed: ${String(err)}`));
+        .catch((err: unknown) => violations.push(`full subnets: the filler failed: ${String(err)}`))
+        .finally(() =>
+          c.cloud.autoScaling.simulator.updateGroup(GROUP, {
+            maxSize: schedule.instances * 2,
+            desiredCapacity: schedule.instances,
+          }),
+        );
     }
     if (schedule.shortHookTimeoutS !== undefined) {
       const timedOutAll = await waitFor(
@@ -189,6 +201,10 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
     const abandonedNow = c.outcomes.filter((o) => o.result === 'ABANDON').length;
     if (fill && abandonedNow > 0)
       violations.push(`full subnets: ${abandonedNow} launch(es) abandoned though ${fill.spare} had room for them`);
+    // A fragmented subnet still shows the most free addresses: a later launch must have met its refusal.
+    const refusedNodes = (await c.deps.store.listNodes()).filter((n) => (n.subnetRefusals ?? []).length > 0);
+    if (schedule.fillSubnets === 'fragment' && refusedNodes.length === 0)
+      violations.push(`full subnets: no node item recorded a refusal of the fragmented ${fill?.filled}`);
 
     // 64 kubelets on one READY node while DynamoDB is still throttling.
     const ready = (await c.deps.store.listNodes()).find((n) => n.phase === 'READY');
@@ -312,8 +328,7 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
         lateEventsReplayed,
         kubeletPods,
         enisDeletedByReconcile: deleted,
-        nodesWithSubnetRefusals: (await c.deps.store.listNodes()).filter((n) => (n.subnetRefusals ?? []).length > 0)
-          .length,
+        nodesWithSubnetRefusals: refusedNodes.length,
         wallMs: Date.now() - started,
       },
     };
