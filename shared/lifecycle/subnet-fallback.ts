@@ -60,12 +60,15 @@ export class SubnetFallback {
       logger.warn('subnet out of room and no other candidate subnet has any; ENI dropped', context);
       return undefined;
     }
-    logger.warn(choice.fallback ? 'no /28 to be had; ENI asks for single addresses' : 'subnet out of room; ENI moved', {
-      ...context,
-      to: choice.subnetId,
-      ipCount: choice.ipCount,
-      prefixCount: choice.prefixCount,
-    });
+    logger.warn(
+      choice.fallback ? 'no /28 to be had; ENI asks for single addresses' : 'subnet out of addresses; ENI moved',
+      {
+        ...context,
+        to: choice.subnetId,
+        ipCount: choice.ipCount,
+        prefixCount: choice.prefixCount,
+      },
+    );
     const request = { subnetId: choice.subnetId, ipCount: choice.ipCount, prefixCount: choice.prefixCount };
     return {
       ...e,
