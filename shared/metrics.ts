@@ -31,6 +31,13 @@ export const METRIC_NAMES = {
   /** `{ClusterName, Reason}`: one per ABANDON (shared/lifecycle/abandon.ts). */
   launchAbandoned: 'LaunchAbandoned',
   nodeGone: 'NodeGone',
+  /**
+   * `{ClusterName, Reason, SubnetId}`: one per ENI create EC2 refused for room, Reason its code
+   * (`InsufficientFreeAddressesInSubnet`, `InsufficientCidrBlocks`); the ENI then tries the next subnet
+   * (shared/lifecycle/subnet-fallback.ts). A launch that no subnet can hold is also a `LaunchAbandoned`
+   * with Reason `subnets-exhausted`.
+   */
+  subnetFull: 'SubnetFull',
   /** `{Flow}`: events re-enqueued to wait. */
   requeued: 'Requeued',
   /** `{ClusterName}` for the pool metrics (shared/pool/pool-manager.ts). */
@@ -66,6 +73,7 @@ export const METRIC_DIMENSIONS = {
   action: 'Action',
   kind: 'Kind',
   reason: 'Reason',
+  subnet: 'SubnetId',
 } as const;
 
 interface Entry {

@@ -13,6 +13,7 @@ const OPTIONS = {
   help: { type: 'boolean', short: 'h' },
   // command options
   instance: { type: 'string' },
+  subnet: { type: 'string' },
   state: { type: 'string' },
   'dry-run': { type: 'boolean' },
   redrive: { type: 'boolean' },

@@ -9,6 +9,7 @@ import { leaseCommand, leasesCommand } from './commands/leases.js';
 import { localCommand } from './commands/local.js';
 import { nodesCommand } from './commands/nodes.js';
 import { limitsCommand, maxPodsCommand } from './commands/planning.js';
+import { subnetsCommand } from './commands/subnets.js';
 import { CliContext, type Io } from './context.js';
 import { CliError, EXIT, explainAwsError } from './errors.js';
 
@@ -17,6 +18,7 @@ export const COMMANDS: readonly Command[] = [
   leasesCommand,
   leaseCommand,
   enisCommand,
+  subnetsCommand,
   auditCommand,
   gcCommand,
   dlqCommand,

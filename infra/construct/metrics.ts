@@ -17,6 +17,8 @@ export const METRIC_NAMES = {
   nodesLowOnLeases: SHARED_METRIC_NAMES.nodesLowOnClaimableLeases,
   /** `{Service: pool-manager, ClusterName, Reason}`, one per lease or item a node wrote that was not acted on. */
   untrustedLeasesRejected: SHARED_METRIC_NAMES.untrustedLeaseRejected,
+  /** `{Service: instance-lifecycle | pool-manager, ClusterName, Reason, SubnetId}`, one per create refused for room. */
+  subnetFull: SHARED_METRIC_NAMES.subnetFull,
   /** `{Service, ClusterName, Action, Kind}`, failed EC2 calls by error kind (`throttling`, …). */
   ec2Errors: SHARED_METRIC_NAMES.ec2Errors,
 } as const;
@@ -25,6 +27,9 @@ export const CLUSTER_DIMENSION = METRIC_DIMENSIONS.cluster;
 export const SERVICE_DIMENSION = METRIC_DIMENSIONS.service;
 export const KIND_DIMENSION = METRIC_DIMENSIONS.kind;
 export const THROTTLING_KIND = 'throttling';
+export const REASON_DIMENSION = METRIC_DIMENSIONS.reason;
+/** The abandon reason (first word of the node's failureReason) when no candidate subnet can hold a launch. */
+export const SUBNETS_EXHAUSTED_REASON = 'subnets-exhausted';
 
 /**
  * A Metrics Insights query summing `metric` over every dimension set of this cluster's emissions, further

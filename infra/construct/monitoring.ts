@@ -9,7 +9,9 @@ import {
   KIND_DIMENSION,
   METRIC_NAMES,
   METRIC_NAMESPACE,
+  REASON_DIMENSION,
   SERVICE_DIMENSION,
+  SUBNETS_EXHAUSTED_REASON,
   THROTTLING_KIND,
 } from './metrics.js';
 
@@ -28,6 +30,8 @@ export class Monitoring extends Construct {
   readonly untrustedLeaseAlarm: cloudwatch.Alarm;
   readonly lowLeasesAlarm: cloudwatch.Alarm;
   readonly ec2ThrottlingAlarm: cloudwatch.Alarm;
+  readonly subnetFullAlarm: cloudwatch.Alarm;
+  readonly subnetsExhaustedAlarm: cloudwatch.Alarm;
   readonly functionErrorAlarms: readonly cloudwatch.Alarm[];
   readonly dashboard: cloudwatch.Dashboard;
 
@@ -55,6 +59,18 @@ export class Monitoring extends Construct {
     const throttled = new cloudwatch.MathExpression({
       expression: clusterSumQuery(METRIC_NAMES.ec2Errors, props.clusterName, { [KIND_DIMENSION]: THROTTLING_KIND }),
       label: 'EC2 calls throttled',
+      period,
+    });
+    const subnetFull = new cloudwatch.MathExpression({
+      expression: clusterSumQuery(METRIC_NAMES.subnetFull, props.clusterName),
+      label: 'Pod ENIs refused for subnet room',
+      period,
+    });
+    const subnetsExhausted = new cloudwatch.MathExpression({
+      expression: clusterSumQuery(METRIC_NAMES.launchesAbandoned, props.clusterName, {
+        [REASON_DIMENSION]: SUBNETS_EXHAUSTED_REASON,
+      }),
+      label: 'Launches abandoned: every subnet full',
       period,
     });
     const dlqDepth = props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({
@@ -115,6 +131,20 @@ export class Monitoring extends Construct {
       10,
       2,
     );
+    // A refusal alone is handled (the ENI moves to another subnet); that it happens at all means a pod subnet
+    // is full or fragmented and the next ones will follow. Which one is on the node item (subnetRefusals).
+    this.subnetFullAlarm = alarmOn(
+      subnetFull,
+      'SubnetFullAlarm',
+      'EC2 refused pod ENIs for lack of room in a pod subnet (vpc-lease subnets shows free addresses and /28s; grow or add a subnet)',
+      1,
+    );
+    this.subnetsExhaustedAlarm = alarmOn(
+      subnetsExhausted,
+      'SubnetsExhaustedAlarm',
+      'a launch was abandoned because no pod subnet of its AZ had room for minLeases: new nodes get no pods until a subnet is added',
+      1,
+    );
     this.functionErrorAlarms = Object.entries(props.functions).map(([name, fn]) =>
       alarmOn(
         fn.metricErrors({ period: Duration.minutes(5), statistic: cloudwatch.Stats.SUM }),
@@ -144,6 +174,8 @@ export class Monitoring extends Construct {
               this.untrustedLeaseAlarm,
               this.lowLeasesAlarm,
               this.ec2ThrottlingAlarm,
+              this.subnetFullAlarm,
+              this.subnetsExhaustedAlarm,
               ...this.functionErrorAlarms,
             ],
             width: 24,
@@ -160,8 +192,8 @@ export class Monitoring extends Construct {
             width: 8,
           }),
           new cloudwatch.GraphWidget({
-            title: 'Launches abandoned / untrusted leases',
-            left: [abandoned],
+            title: 'Launches abandoned / untrusted leases / subnet refusals',
+            left: [abandoned, subnetsExhausted, subnetFull],
             right: [untrusted],
             width: 8,
           }),

@@ -44,6 +44,11 @@ export interface VpcLeaseAllocatorProps {
   readonly securityGroups?: readonly (ec2.ISecurityGroup | string)[];
   /** Assign /28 prefixes instead of single addresses. @default false */
   readonly prefixDelegation?: boolean;
+  /**
+   * With prefix delegation, take single addresses for a pod ENI when every candidate subnet refuses a /28
+   * (`InsufficientCidrBlocks`: fragmented, addresses left). Off, such a launch is abandoned. @default true
+   */
+  readonly prefixFallbackToAddresses?: boolean;
   /** Leases a node has before its launch hook completes. @default 8 */
   readonly minLeases?: number;
   /** Top up when a node's claimable leases fall below this. @default 4 */
@@ -201,6 +206,7 @@ export function resolveAllocatorProps(props: VpcLeaseAllocatorProps): ResolvedAl
         clusterName: props.clusterName,
         tableName: tableName === undefined || Token.isUnresolved(tableName) ? PLACEHOLDER_TABLE : tableName,
         prefixDelegation: props.prefixDelegation,
+        prefixFallbackToAddresses: props.prefixFallbackToAddresses,
         podSubnetIds: podSubnetIds.map((id) => (Token.isUnresolved(id) ? PLACEHOLDER_SUBNET : id)),
         podSubnetTags: props.podSubnetTags,
         securityGroupIds: securityGroupIds.map((id) => (Token.isUnresolved(id) ? PLACEHOLDER_SG : id)),

@@ -24,6 +24,11 @@ export const controlPlaneSchema = {
     doc: 'The lease table.',
   },
   prefixDelegation: { kind: 'bool', default: false, doc: 'Assign /28 prefixes instead of single addresses.' },
+  prefixFallbackToAddresses: {
+    kind: 'bool',
+    default: true,
+    doc: 'With prefixDelegation, take single addresses where every candidate subnet refuses a /28 (fragmented).',
+  },
   podSubnetIds: {
     kind: 'stringList',
     default: [],

@@ -45,6 +45,17 @@ export interface EniRecord {
   readonly plannedAtMs?: number;
 }
 
+/**
+ * A pod subnet EC2 refused for this node for lack of room (`InsufficientFreeAddressesInSubnet`, or
+ * `InsufficientCidrBlocks` for a /28 in a fragmented subnet), the latest per subnet and code: what
+ * `vpc-lease nodes` and an operator read to see which subnet to grow.
+ */
+export interface SubnetRefusal {
+  readonly subnetId: string;
+  readonly code: string;
+  readonly atMs: number;
+}
+
 export interface LifecycleRef {
   readonly autoScalingGroupName: string;
   readonly hookName: string;
@@ -61,6 +72,8 @@ export interface NodeRecord {
   readonly podSubnetIds: readonly string[];
   readonly phase: NodePhase;
   readonly failureReason?: string;
+  /** Subnets EC2 refused for room while this node's ENIs were planned (see SubnetRefusal). */
+  readonly subnetRefusals?: readonly SubnetRefusal[];
   readonly enis: readonly EniRecord[];
   /**
    * kubelet's max-pods for this node (planner maxPodsFor, the figure `vpc-lease max-pods` and

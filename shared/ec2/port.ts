@@ -68,6 +68,8 @@ export interface EniQuery {
   readonly eniIds?: readonly string[];
   /** ENIs attached to this instance. */
   readonly attachedTo?: string;
+  /** ENIs in these subnets, whoever owns them (what fills a subnet: `vpc-lease subnets`). */
+  readonly subnetIds?: readonly string[];
   /** Every tag must match (`tag:<key>` filters). */
   readonly tags?: Readonly<Record<string, string>>;
 }

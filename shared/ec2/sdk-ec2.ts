@@ -233,6 +233,7 @@ export class SdkEc2 implements Ec2Port {
   async describeNetworkInterfaces(query: EniQuery): Promise<Ec2Eni[]> {
     const filters: Filter[] = [...tagFilters(query.tags)];
     if (query.attachedTo) filters.push({ Name: 'attachment.instance-id', Values: [query.attachedTo] });
+    if (query.subnetIds?.length) filters.push({ Name: 'subnet-id', Values: [...query.subnetIds] });
     const enis: Ec2Eni[] = [];
     let nextToken: string | undefined;
     do {

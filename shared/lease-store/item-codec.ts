@@ -51,6 +51,7 @@ export const A = {
   podSubnetIds: 'psn',
   phase: 'ph',
   failureReason: 'fr',
+  subnetRefusals: 'sfr',
   enis: 'enis',
   maxPods: 'mp',
   updatedAt: 'ua',
@@ -221,6 +222,7 @@ export function encodeNode(node: NodeRecord, version: number): Item {
   if (node.lifecycle) item[A.lifecycle] = toAttr(node.lifecycle as unknown as Plain);
   if (node.limits) item[A.limits] = toAttr(node.limits as unknown as Plain);
   if (node.failureReason !== undefined) item[A.failureReason] = s(node.failureReason);
+  if (node.subnetRefusals?.length) item[A.subnetRefusals] = toAttr(node.subnetRefusals as unknown as Plain);
   if (node.goneSeenAtMs !== undefined) item[A.goneSeenAt] = n(node.goneSeenAtMs);
   return item;
 }
@@ -230,6 +232,7 @@ export function decodeNode(item: Item): NodeRecord {
   const lifecycle = item[A.lifecycle];
   const limits = item[A.limits];
   const failureReason = str(item, A.failureReason);
+  const refusals = item[A.subnetRefusals];
   const goneSeenAtMs = num(item, A.goneSeenAt);
   const psn = item[A.podSubnetIds];
   const enis = item[A.enis];
@@ -243,6 +246,7 @@ export function decodeNode(item: Item): NodeRecord {
     podSubnetIds: psn ? (fromAttr(psn) as string[]) : [],
     phase: reqStr(item, A.phase, 'node') as NodeRecord['phase'],
     ...(failureReason !== undefined ? { failureReason } : {}),
+    ...(refusals ? { subnetRefusals: fromAttr(refusals) as unknown as NodeRecord['subnetRefusals'] } : {}),
     enis: enis ? (fromAttr(enis) as unknown as NodeRecord['enis']) : [],
     maxPods: reqNum(item, A.maxPods, 'node'),
     createdAtMs: reqNum(item, A.createdAt, 'node'),

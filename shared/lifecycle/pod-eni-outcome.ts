@@ -10,7 +10,7 @@ export const IN_PROGRESS_STEPS: ReadonlySet<EniStep> = new Set(['PLANNED', 'CREA
 
 const STEP_ORDER: readonly EniStep[] = ['PLANNED', 'CREATED', 'ATTACHING', 'ATTACHED', 'LEASED'];
 
-export type PodEniDeps = Pick<LifecycleDeps, 'ec2' | 'store' | 'config' | 'clock' | 'logger'>;
+export type PodEniDeps = Pick<LifecycleDeps, 'ec2' | 'store' | 'config' | 'clock' | 'logger' | 'metrics'>;
 
 export interface StepFailure {
   readonly eni: EniRecord;

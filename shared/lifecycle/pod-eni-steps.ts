@@ -2,10 +2,10 @@ import { ADDRESSES_PER_PREFIX } from '../domain/limits.js';
 import type { EniRecord, EniStep, NodePhase, NodeRecord } from '../domain/node.js';
 import { Ec2ApiError, isEc2Error } from '../ec2/errors.js';
 import type { Ec2Instance } from '../ec2/port.js';
-import { eniClientToken, LIFECYCLE_OWNER, podEniTags } from '../ec2/tags.js';
+import { LIFECYCLE_OWNER, podEniTags } from '../ec2/tags.js';
 import { errorMessage, VersionConflictError } from '../errors.js';
 import { leaseCapFor } from '../planner/max-pods.js';
-import { rankSubnets } from '../planner/subnets.js';
+import { isSubnetFullCode } from '../planner/subnet-choice.js';
 import { ForeignEniError, occupiedIndexReason } from './foreign-enis.js';
 import { expectedLeases } from './pod-eni.js';
 import {
@@ -17,11 +17,9 @@ import {
   type StepFailure,
   strictWriter,
 } from './pod-eni-outcome.js';
-import { candidateSubnets, podSecurityGroups } from './subnets.js';
+import { SubnetFallback } from './subnet-fallback.js';
+import { podSecurityGroups } from './subnets.js';
 import { withdrawLeasesIfNodeLeft } from './withdraw-leases.js';
-
-/** EC2 refused the create for lack of room in the subnet: the ENI may go to another candidate subnet. */
-const SUBNET_FULL = new Set(['InsufficientFreeAddressesInSubnet', 'InsufficientCidrBlocks']);
 
 /** Phases in which a node's leases may exist; anything else means a terminate got there first. */
 const LEASING_PHASES: ReadonlySet<NodePhase> = new Set(['PROVISIONING', 'READY']);
@@ -59,7 +57,7 @@ export function podEniCallsAhead(enis: readonly EniRecord[]): Record<string, num
 }
 
 class PodEniSteps {
-  private readonly excludedSubnets = new Set<string>();
+  private readonly fallback: SubnetFallback;
   private subnetCidrs: Map<string, string> | undefined;
   private described: Promise<Ec2Instance> | undefined;
   private readonly write: EniWriter;
@@ -75,6 +73,7 @@ class PodEniSteps {
   ) {
     if (known) this.described = Promise.resolve(known);
     this.write = options.write ?? strictWriter(deps);
+    this.fallback = new SubnetFallback(deps, instanceId, () => this.instance());
   }
 
   private instance(): Promise<Ec2Instance> {
@@ -191,17 +190,18 @@ class PodEniSteps {
     for (const [i, r] of results.entries()) {
       const eni = planned[i]!;
       if (r.status === 'fulfilled') replaced.set(eni.deviceIndex, r.value);
-      else if (isEc2Error(r.reason) && SUBNET_FULL.has(r.reason.code)) {
-        const moved = await this.replan(eni);
+      else if (isEc2Error(r.reason) && isSubnetFullCode(r.reason.code)) {
+        const moved = await this.fallback.replan(eni, r.reason.code, node.limits);
         if (!moved) this.dropped.push(eni);
         replaced.set(eni.deviceIndex, moved);
       } else failures.push({ eni, err: r.reason });
     }
-    const saved = replaced.size > 0 ? await this.write(node, replaced) : node;
+    // The refusals ride on the same write: the node item says which subnet was full and why.
+    const saved = replaced.size > 0 ? await this.write(this.fallback.noted(node), replaced) : node;
     if (!saved) return undefined;
     if (failures.length > 0) return this.judge(saved, failures);
     const { minLeases } = this.options;
-    if (minLeases === undefined || this.excludedSubnets.size === 0) return saved;
+    if (minLeases === undefined || !this.fallback.refusedAny()) return saved;
     const possible = Math.min(
       leaseCapFor(saved.maxPods, this.deps.config.maxPods),
       saved.enis.reduce(
@@ -213,7 +213,7 @@ class PodEniSteps {
     return {
       kind: 'refused',
       node: saved,
-      reason: `subnets-exhausted: every candidate subnet (${[...this.excludedSubnets].join(', ')}) is out of addresses; ${possible} of minLeases ${minLeases} possible`,
+      reason: this.fallback.exhaustedReason(possible, minLeases),
       failures: [],
       ...this.progress(),
     };
@@ -246,49 +246,6 @@ class PodEniSteps {
       subnetCidr,
       addresses: [...eni.secondaryIps],
       prefixes: [...eni.prefixes],
-    };
-  }
-
-  /** Moves an ENI refused for lack of room to the candidate subnet with the most room left, or drops it. */
-  private async replan(e: EniRecord): Promise<EniRecord | undefined> {
-    this.excludedSubnets.add(e.subnetId);
-    const instance = await this.instance();
-    const subnets = rankSubnets(
-      await candidateSubnets(this.deps.ec2, this.deps.config, instance),
-      instance.availabilityZone,
-    ).filter((s) => !this.excludedSubnets.has(s.subnetId));
-    for (const s of subnets) this.subnetCidrs?.set(s.subnetId, s.cidr);
-    const best = subnets[0];
-    if (!best) return undefined;
-    const room = best.availableIpCount - 1;
-    const wanted = { ipCount: e.plannedIpCount ?? 0, prefixCount: e.plannedPrefixCount ?? 0 };
-    const request =
-      wanted.prefixCount > 0
-        ? { ipCount: 0, prefixCount: Math.min(wanted.prefixCount, Math.floor(room / ADDRESSES_PER_PREFIX)) }
-        : { ipCount: Math.min(wanted.ipCount, room), prefixCount: 0 };
-    if (request.ipCount + request.prefixCount <= 0) {
-      // Even the roomiest candidate cannot hold this ENI: try the next one.
-      this.excludedSubnets.add(best.subnetId);
-      return this.replan(e);
-    }
-    this.deps.logger.warn('subnet out of addresses; ENI moved', {
-      instanceId: this.instanceId,
-      deviceIndex: e.deviceIndex,
-      from: e.subnetId,
-      to: best.subnetId,
-    });
-    return {
-      ...e,
-      subnetId: best.subnetId,
-      subnetCidr: best.cidr,
-      plannedIpCount: request.ipCount,
-      plannedPrefixCount: request.prefixCount,
-      clientToken: eniClientToken(
-        this.instanceId,
-        e.deviceIndex,
-        { subnetId: best.subnetId, ...request },
-        e.plannedAtMs,
-      ),
     };
   }
 

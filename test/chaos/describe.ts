@@ -16,6 +16,7 @@ export function describeSchedule(s: ChaosSchedule): string {
     s.shortHookTimeoutS ? 'hook-timeout' : '',
     s.scaleInAtEnd ? 'scale-in' : '',
     s.hookless ? 'hookless' : '',
+    s.fillSubnets ? `fill-subnet ${s.fillSubnets}` : '',
   ].filter(Boolean);
   return `${s.instances}×${s.instanceType}${s.prefixDelegation ? ' pd' : ''} [${faults.join('; ')}]`;
 }

@@ -11,6 +11,7 @@ import { reconcile } from '../../shared/reconcile/reconciler.js';
 import { ControlPlaneCloud, instanceIdOf, TABLE, waitFor } from '../bench/control-plane-cloud.js';
 import { seededRandom } from '../bench/stats.js';
 import { CrashSwitch, crashable } from '../control-plane/support/crash.js';
+import { FILL_POD_TAG, fillSubnet, seedFillSubnets } from './fill-subnets.js';
 import { HooklessFleet } from './hookless-fleet.js';
 import { runKubeletLoops } from './kubelet.js';
 import type { ChaosSchedule } from './schedule.js';
@@ -41,6 +42,8 @@ export interface ScheduleResult {
     readonly lateEventsReplayed: number;
     readonly kubeletPods: number;
     readonly enisDeletedByReconcile: number;
+    /** Node items that recorded a pod subnet EC2 refused for room (the full-subnets family). */
+    readonly nodesWithSubnetRefusals: number;
     readonly wallMs: number;
   };
 }
@@ -95,7 +98,11 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
       eventualConsistencyScope: 'all',
     },
     sqs: { duplicateRate: schedule.duplicateRate },
-    config: { prefixDelegation: schedule.prefixDelegation, eniMinAgeForGcMs: 0 },
+    config: {
+      prefixDelegation: schedule.prefixDelegation,
+      eniMinAgeForGcMs: 0,
+      ...(schedule.fillSubnets ? { podSubnetTags: { ...FILL_POD_TAG } } : {}),
+    },
     maxConcurrency: 5,
     // Lambda would freeze a timed-out invocation; the simulator cannot, so give invocations Lambda's maximum.
     functionTimeoutS: 900,
@@ -110,7 +117,9 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
   let kubeletPods = 0;
   let deleted = 0;
   let burst: NodeJS.Timeout | undefined;
+  let filling: Promise<unknown> | undefined;
   try {
+    const fill = schedule.fillSubnets ? await seedFillSubnets(c) : undefined;
     const admin = c.cloud.ec2.admin;
     for (const f of schedule.ec2Faults) admin.failNext(f);
     // A burst, as AWS's are: a storm that never ends outlasts any lifecycle hook (see PERFORMANCE.md).
@@ -125,7 +134,26 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
     // conditions, not durations, so a loaded machine cannot turn the replacements' launches into timeouts too.
     if (schedule.shortHookTimeoutS !== undefined) c.mapping.setEnabled(false);
     if (fleet) fleet.launch(schedule.instances, schedule.instanceType);
-    else c.createGroup(GROUP, schedule.instanceType, schedule.instances);
+    // The full-subnets family: the group in the pod subnets' AZ, one launch first; once it is through, another
+    // tenant fills the roomiest pod subnet and the scale-out goes on, so the later launches plan against it.
+    else
+      c.createGroup(
+        GROUP,
+        schedule.instanceType,
+        fill ? 1 : schedule.instances,
+        fill ? [c.subnetIds[0]!] : c.subnetIds,
+      );
+    if (fill) {
+      filling = waitFor(() => c.outcomes.length > 0, REAL_LIMIT_MS)
+        .then(() => fillSubnet(fill.filled, schedule.fillSubnets!))
+        .catch((err: unknown) => violations.push(`full subnets: the filler failed: ${String(err)}`))
+        .finally(() =>
+          c.cloud.autoScaling.simulator.updateGroup(GROUP, {
+            maxSize: schedule.instances * 2,
+            desiredCapacity: schedule.instances,
+          }),
+        );
+    }
     if (schedule.shortHookTimeoutS !== undefined) {
       const timedOutAll = await waitFor(
         () => c.outcomes.filter((o) => o.result === 'TIMEOUT').length >= schedule.instances,
@@ -169,6 +197,14 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
       }, timeoutMs)) === true;
     if (!(await settled(REAL_LIMIT_MS)))
       violations.push(`scale-out did not settle: ${JSON.stringify(c.groupInstances(GROUP))}`);
+    if (filling) await filling;
+    const abandonedNow = c.outcomes.filter((o) => o.result === 'ABANDON').length;
+    if (fill && abandonedNow > 0)
+      violations.push(`full subnets: ${abandonedNow} launch(es) abandoned though ${fill.spare} had room for them`);
+    // A fragmented subnet still shows the most free addresses: a later launch must have met its refusal.
+    const refusedNodes = (await c.deps.store.listNodes()).filter((n) => (n.subnetRefusals ?? []).length > 0);
+    if (schedule.fillSubnets === 'fragment' && refusedNodes.length === 0)
+      violations.push(`full subnets: no node item recorded a refusal of the fragmented ${fill?.filled}`);
 
     // 64 kubelets on one READY node while DynamoDB is still throttling.
     const ready = (await c.deps.store.listNodes()).find((n) => n.phase === 'READY');
@@ -292,6 +328,7 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
         lateEventsReplayed,
         kubeletPods,
         enisDeletedByReconcile: deleted,
+        nodesWithSubnetRefusals: refusedNodes.length,
         wallMs: Date.now() - started,
       },
     };

@@ -126,6 +126,7 @@ console.log(
       lateEventsReplayed: sum('lateEventsReplayed'),
       kubeletPods: sum('kubeletPods'),
       enisDeletedByReconcile: sum('enisDeletedByReconcile'),
+      nodesWithSubnetRefusals: sum('nodesWithSubnetRefusals'),
     },
     wallS: Math.round((Date.now() - started) / 1000),
     machine: machineInfo(),

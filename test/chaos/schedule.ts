@@ -40,6 +40,12 @@ export interface ChaosSchedule {
    * must stay untouched), provisioned from EC2's pending/running events; scale-in is TerminateInstances.
    */
   readonly hookless: boolean;
+  /**
+   * Full subnets: once the first launch completes, another tenant fills the roomiest of two tagged pod subnets
+   * (`exhaust`: every address; `fragment`, in prefix mode: no aligned /28 left). Expected outcome: no launch is
+   * abandoned (the other subnet holds every minimum) and no invariant breaks. Undefined: not this family.
+   */
+  readonly fillSubnets: 'exhaust' | 'fragment' | undefined;
 }
 
 const TYPES = ['m5.large', 't3.medium', 'c5.xlarge'] as const;
@@ -62,11 +68,13 @@ export function scheduleFor(seed: number): ChaosSchedule {
   const hookTimeout = chance(0.1);
   // A forced timeout is its own schedule: stacked on other faults, the replacements would time out as well.
   const faultCount = !hookTimeout && chance(0.6) ? 1 + Math.floor(r() * 3) : 0;
+  const instanceType = pick(TYPES);
+  const prefixDelegation = chance(0.25);
   return {
     seed,
     instances,
-    instanceType: pick(TYPES),
-    prefixDelegation: chance(0.25),
+    instanceType,
+    prefixDelegation,
     ec2Faults: Array.from({ length: faultCount }, () => ({
       ...pick(EC2_FAULTS),
       probability: pick([0.1, 0.2, 0.35]),
@@ -88,5 +96,7 @@ export function scheduleFor(seed: number): ChaosSchedule {
     scaleInAtEnd: chance(0.4),
     // Every fifth seed, drawing nothing: every other seed's schedule is what it was before this kind existed.
     hookless: !hookTimeout && seed % 5 === 4,
+    // Every tenth seed from 7, drawing nothing, like the hook-less kind above.
+    fillSubnets: !hookTimeout && seed % 10 === 7 ? (prefixDelegation ? 'fragment' : 'exhaust') : undefined,
   };
 }

@@ -307,9 +307,17 @@ describe('Construct: VpcLeaseAllocator', () => {
       expect(expressions).toContain(
         `SELECT SUM(UntrustedLeaseRejected) FROM "${METRIC_NAMESPACE}" WHERE ${CLUSTER_DIMENSION} = 'prod-1'`,
       );
+      // Full subnets: every refusal, and apart the launches no subnet could hold (the reason abandon.ts writes).
+      expect(METRIC_NAMES.subnetFull).toBe(EMITTED.subnetFull);
+      expect(expressions).toContain(
+        `SELECT SUM(SubnetFull) FROM "${METRIC_NAMESPACE}" WHERE ${CLUSTER_DIMENSION} = 'prod-1'`,
+      );
+      expect(expressions).toContain(
+        `SELECT SUM(LaunchAbandoned) FROM "${METRIC_NAMESPACE}" WHERE ${CLUSTER_DIMENSION} = 'prod-1' AND Reason = 'subnets-exhausted'`,
+      );
       for (const expression of expressions) expect(expression).toMatch(/WHERE ClusterName = 'prod-1'/);
-      // DLQ + four custom + account errors + one errors alarm per function.
-      template.resourceCountIs('AWS::CloudWatch::Alarm', 9);
+      // DLQ + four custom + two subnet + account errors + one errors alarm per function.
+      template.resourceCountIs('AWS::CloudWatch::Alarm', 11);
     });
 
     it('builds one dashboard showing the alarms and the custom metrics', () => {

@@ -1,4 +1,5 @@
 import { LEASE_STATES } from '../../../shared/domain/lease.js';
+import type { NodeRecord } from '../../../shared/domain/node.js';
 import { table } from '../table.js';
 import { type Command, isoOrDash, print } from './command.js';
 
@@ -9,6 +10,7 @@ interface NodeRow {
   readonly availabilityZone: string;
   readonly phase: string;
   readonly failureReason?: string;
+  readonly subnetRefusals?: NodeRecord['subnetRefusals'];
   readonly enis: readonly { deviceIndex: number; eniId: string | null; step: string }[];
   readonly leases: Readonly<Record<string, number>>;
   readonly maxPods: number;
@@ -35,6 +37,7 @@ export const nodesCommand: Command = {
         availabilityZone: node.availabilityZone,
         phase: node.phase,
         ...(node.failureReason ? { failureReason: node.failureReason } : {}),
+        ...(node.subnetRefusals?.length ? { subnetRefusals: node.subnetRefusals } : {}),
         enis: node.enis.map((e) => ({ deviceIndex: e.deviceIndex, eniId: e.eniId ?? null, step: e.step })),
         leases: byState,
         maxPods: node.maxPods,

@@ -112,10 +112,7 @@ function runInstances(ctx: ActionContext, input: RunInstancesRequest): Output {
     for (const [id, need] of addressesPerLaunch(launch))
       fits = Math.min(fits, Math.floor(world.subnet(id).pool.available() / need));
     if (fits < minCount) {
-      const short = [...addressesPerLaunch(launch)].find(
-        ([id, need]) => world.subnet(id).pool.available() < need * minCount,
-      );
-      throw insufficient(short?.[0] ?? subnetId);
+      throw insufficient();
     }
     const reservationId = world.random.id('r');
     const instances = Array.from({ length: fits }, () => launchInstance(world, { ...request, reservationId }, launch));

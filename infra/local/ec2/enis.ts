@@ -27,8 +27,8 @@ class Claims {
     this.undo.push(() => this.pool.release(ip));
     return ip;
   }
-  anyAddresses(count: number, subnetId: string): string[] {
-    const ips = this.pool.claimAny(count, subnetId);
+  anyAddresses(count: number): string[] {
+    const ips = this.pool.claimAny(count);
     this.undo.push(() => {
       for (const ip of ips) this.pool.release(ip);
     });
@@ -39,8 +39,8 @@ class Claims {
     this.undo.push(() => this.pool.releasePrefix(prefix));
     return prefix;
   }
-  anyPrefixes(count: number, subnetId: string): string[] {
-    const prefixes = this.pool.claimPrefixes(count, subnetId);
+  anyPrefixes(count: number): string[] {
+    const prefixes = this.pool.claimPrefixes(count);
     this.undo.push(() => {
       for (const p of prefixes) this.pool.releasePrefix(p);
     });
@@ -98,10 +98,10 @@ export function createEni(world: Ec2World, spec: CreateEniSpec): EniRecord {
   try {
     const ordered = [...explicit].sort((a, b) => Number(b.primary) - Number(a.primary));
     const privateIps = ordered.map((p) => claims.address(p.address));
-    if (privateIps.length === 0) privateIps.push(...claims.anyAddresses(1, subnet.subnetId));
-    privateIps.push(...claims.anyAddresses(secondaryCount, subnet.subnetId));
+    if (privateIps.length === 0) privateIps.push(...claims.anyAddresses(1));
+    privateIps.push(...claims.anyAddresses(secondaryCount));
     const prefixes = (spec.prefixes ?? []).map((p) => claims.prefix(p));
-    prefixes.push(...claims.anyPrefixes(prefixCount, subnet.subnetId));
+    prefixes.push(...claims.anyPrefixes(prefixCount));
     const now = world.timeline.nowMs();
     const eni: EniRecord = {
       eniId,
@@ -290,9 +290,9 @@ export function assignAddresses(
       }
       addresses.push(claims.address(ip));
     }
-    addresses.push(...claims.anyAddresses(count, subnet.subnetId));
+    addresses.push(...claims.anyAddresses(count));
     const prefixes = explicitPrefixes.map((p) => claims.prefix(p));
-    prefixes.push(...claims.anyPrefixes(prefixCount, subnet.subnetId));
+    prefixes.push(...claims.anyPrefixes(prefixCount));
     eni.privateIps.push(...addresses);
     eni.prefixes.push(...prefixes);
     return { addresses, prefixes };

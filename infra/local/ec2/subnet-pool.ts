@@ -60,8 +60,8 @@ export class SubnetPool {
   }
 
   /** Takes `count` free addresses at once, or none (the whole request fails when the subnet is short). */
-  claimAny(count: number, subnetId: string): string[] {
-    if (count > this.available()) throw insufficient(subnetId);
+  claimAny(count: number): string[] {
+    if (count > this.available()) throw insufficient();
     const picked: number[] = [];
     for (let i = 0; i < count; i++) {
       const value = this.pickFree();
@@ -71,13 +71,16 @@ export class SubnetPool {
     return picked.map(formatIpv4);
   }
 
-  /** Takes `count` aligned, wholly free /28 blocks, or none. */
-  claimPrefixes(count: number, subnetId: string): string[] {
-    const candidates: number[] = [];
-    for (let base = this.network; base + PREFIX_SIZE <= this.network + this.size; base += PREFIX_SIZE) {
-      if (this.blockFree(base)) candidates.push(base);
+  /**
+   * Takes `count` aligned, wholly free /28 blocks, or none. Short of addresses altogether the subnet is full
+   * (`InsufficientFreeAddressesInSubnet`); with addresses enough but no aligned block left (fragmentation) EC2
+   * answers `InsufficientCidrBlocks` instead, and single addresses may still be had.
+   */
+  claimPrefixes(count: number): string[] {
+    const candidates = this.freeBlocks();
+    if (candidates.length < count) {
+      throw this.available() < count * PREFIX_SIZE ? insufficient() : insufficientCidrBlocks();
     }
-    if (candidates.length < count) throw insufficient(subnetId);
     const out: string[] = [];
     for (let i = 0; i < count; i++) {
       const [base] = candidates.splice(this.random.int(candidates.length), 1) as [number];
@@ -109,6 +112,15 @@ export class SubnetPool {
     for (let a = network; a < network + PREFIX_SIZE; a++) this.used.delete(a);
   }
 
+  /** Bases of the aligned /28 blocks with no address used or reserved: what a prefix request can get. */
+  freeBlocks(): number[] {
+    const bases: number[] = [];
+    for (let base = this.network; base + PREFIX_SIZE <= this.network + this.size; base += PREFIX_SIZE) {
+      if (this.blockFree(base)) bases.push(base);
+    }
+    return bases;
+  }
+
   private blockFree(base: number): boolean {
     for (let a = base; a < base + PREFIX_SIZE; a++) if (!this.isFree(a)) return false;
     return true;
@@ -129,9 +141,17 @@ export class SubnetPool {
   }
 }
 
-export function insufficient(subnetId: string): Ec2ApiError {
+/** EC2's words (HTTP 400; the message names no subnet), as amazon-vpc-cni-k8s logs quote them (#1773, #1836). */
+export function insufficient(): Ec2ApiError {
   return new Ec2ApiError(
     'InsufficientFreeAddressesInSubnet',
-    `The specified subnet ${subnetId} does not have enough free addresses to satisfy the request.`,
+    'The specified subnet does not have enough free addresses to satisfy the request.',
+  );
+}
+
+export function insufficientCidrBlocks(): Ec2ApiError {
+  return new Ec2ApiError(
+    'InsufficientCidrBlocks',
+    'The specified subnet does not have enough free cidr blocks to satisfy the request.',
   );
 }
