@@ -10,8 +10,9 @@ import {
   AF_INET,
   CREATE_EXCL,
   CREATE_REPLACE,
+  EEXIST,
   errnoOf,
-  ipv4Bytes,
+  ipBytes,
   REQUEST_TIMEOUT_MS,
   RT_TABLE_MAIN,
   rtnl,
@@ -157,7 +158,7 @@ export async function addPodReturnPath(
   await rtnl('add the pod return route through the host veth', () =>
     pod.newRoute(
       { family: AF_INET, dstLen: 0, table: POD_RETURN_TABLE, protocol: 'BOOT', scope: 'UNIVERSE', type: 'UNICAST' },
-      { table: POD_RETURN_TABLE, gateway: ipv4Bytes(spec.hostIp), oif: spec.podIndex },
+      { table: POD_RETURN_TABLE, gateway: ipBytes(AF_INET, spec.hostIp), oif: spec.podIndex },
       { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_REPLACE },
     ),
   );
@@ -169,7 +170,7 @@ export async function addPodReturnPath(
     );
   } catch (err) {
     // A second attachment in the same pod shares the rule.
-    if (errnoOf(err) !== 'EEXIST') await rtnl('add the pod fwmark rule', () => Promise.reject(err));
+    if (errnoOf(err) !== EEXIST) await rtnl('add the pod fwmark rule', () => Promise.reject(err));
   }
 }
 
@@ -241,7 +242,7 @@ export async function ensureHostConnmark(
       { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL },
     );
   } catch (err) {
-    if (errnoOf(err) !== 'EEXIST') await rtnl('add the host fwmark rule', () => Promise.reject(err));
+    if (errnoOf(err) !== EEXIST) await rtnl('add the host fwmark rule', () => Promise.reject(err));
   }
   return 'installed';
 }

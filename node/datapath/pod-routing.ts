@@ -25,7 +25,7 @@ import { addPodRule, deletePodRule, listRules, rulesFrom } from './pod-rules.js'
 import type { IpvlanMode } from './port.js';
 import { addEniRoute, deleteEniRoute, hasPodRoute, tableForDevice, tableRoutes } from './route-tables.js';
 import { unfilterPodVeth, validateHostVethByMark } from './rp-filter.js';
-import { type loadCreateRtNetlink, socketInNetns } from './rtnl.js';
+import { type CreateRtnl, socketInNetns } from './rtnl.js';
 import type { UndoStack } from './undo.js';
 
 /**
@@ -205,7 +205,7 @@ export interface PodNetns {
 
 /** Runs `fn` with a socket in the pod's netns; undefined (fn not run) when the netns is gone or is not one. */
 export async function withPodNetns<T>(
-  create: Awaited<ReturnType<typeof loadCreateRtNetlink>>,
+  create: CreateRtnl,
   netnsPath: string,
   fn: (pod: PodNetns) => Promise<T>,
 ): Promise<T | undefined> {
