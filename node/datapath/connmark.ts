@@ -5,7 +5,7 @@ import { VpcLeaseError } from '../../shared/errors.js';
 import { interfacesWith } from './host-veth.js';
 import { inNetns } from './native.js';
 import { listRules } from './pod-rules.js';
-import { loosenRpFilter } from './rp-filter.js';
+import { assertIfName, loosenRpFilter } from './rp-filter.js';
 import {
   AF_INET,
   CREATE_EXCL,
@@ -43,7 +43,6 @@ const HOST_CHAIN = 'VPC-LEASE-NODEPORT';
 const FORWARD_CHAIN = 'VPC-LEASE-FORWARD';
 const SNAT_CHAIN = 'VPC-LEASE-SNAT';
 const HOST_VETH_PREFIX = 'vlh+';
-const SAFE_NAME = /^[A-Za-z0-9_.-]{1,15}$/;
 const SPAWN_TIMEOUT_MS = 10_000;
 const SAFE_PATH = '/usr/sbin:/usr/bin:/sbin:/bin';
 
@@ -70,7 +69,7 @@ function run(file: string, args: readonly string[], input?: string): { status: n
 }
 
 function podRules(podVeth: string): string[] {
-  if (!SAFE_NAME.test(podVeth)) throw new IptablesError(`refusing interface name ${podVeth}`);
+  assertIfName(podVeth);
   const mark = `0x${CONNMARK.toString(16)}/0x${CONNMARK.toString(16)}`;
   return [
     `PREROUTING -i ${podVeth} -j CONNMARK --set-xmark ${mark}`,

@@ -2,6 +2,7 @@ import type { Agent as HttpAgent, IncomingMessage, RequestOptions } from 'node:h
 import { Agent, request as httpRequest } from 'node:http';
 import { dnsSuffixOfRegion } from '../domain/partition.js';
 import { ValidationError } from '../errors.js';
+import { sleepMs } from '../sleep.js';
 import type { DynamoApi } from './api.js';
 import { type CredentialsProvider, envCredentials } from './credentials.js';
 import { DynamoServiceError, isThrottling, isTransient } from './errors.js';
@@ -82,7 +83,7 @@ export class LightDynamoClient implements DynamoApi {
     this.baseDelayMs = options.baseDelayMs ?? 25;
     this.maxDelayMs = options.maxDelayMs ?? 1000;
     this.now = options.now ?? (() => new Date());
-    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.sleep = options.sleep ?? sleepMs;
   }
 
   readonly getItem: DynamoApi['getItem'] = (input) => this.call('GetItem', input);

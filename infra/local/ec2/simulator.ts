@@ -1,5 +1,6 @@
 import type { InstanceLimits } from '../../../shared/domain/limits.js';
 import { errorMessage } from '../../../shared/errors.js';
+import { sleepMs } from '../../../shared/sleep.js';
 import type {
   Ec2SimulatorApi,
   InstanceStateChange,
@@ -227,7 +228,7 @@ export class Ec2Simulator implements Ec2SimulatorApi, Ec2Admin {
     const simMs = this.latencyModel.simMs(action);
     const extraMs = this.latencyModel.extraMs(action);
     const totalMs = this.timeline.realMs(simMs) + extraMs;
-    if (totalMs > 0) await new Promise((resolve) => setTimeout(resolve, totalMs));
+    if (totalMs > 0) await sleepMs(totalMs);
   }
 
   private requestId(): string {
