@@ -102,8 +102,8 @@ export function removePodConnmark(podNsFd: number, podVeth: string): 'removed' |
 
 /**
  * The same removal, started in the background: the child is forked in the pod's netns right away (the fork is
- * part of spawn(), so the netns switch around it is enough) and its exit awaited later, so DEL's ~20 ms of
- * iptables overlap its store request. Only when the one-shot restore is refused (some rule was already gone)
+ * part of spawn(), so the netns switch around it is enough) and its exit awaited later, so DEL's iptables
+ * run overlaps its store request. Only when the one-shot restore is refused (some rule was already gone)
  * does it fall back to the rule-by-rule removal, in a netns opened again by path.
  */
 export function startRemovePodConnmark(

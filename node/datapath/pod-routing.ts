@@ -29,7 +29,7 @@ import { type CreateRtnl, socketInNetns } from './rtnl.js';
 import type { UndoStack } from './undo.js';
 
 /**
- * What the pod needs beyond its ipvlan link (issue 8): in L3/L3S the ENI's table and the pod's rule, and with
+ * What the pod needs beyond its ipvlan link: in L3/L3S the ENI's table and the pod's rule, and with
  * `hostVeth` the unnumbered veth to the host with its routes and the NodePort connmark. Every step pushes its
  * undo before the next starts, and calls `fault` after it completed (test-only failure injection).
  */

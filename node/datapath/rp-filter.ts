@@ -10,6 +10,7 @@ import { inNetns } from './native.js';
  * check against addresses that are not routable at all. The kernel applies max(all, interface), so only an
  * interface whose effective value is strict is changed.
  */
+
 /** The interface names vpc-lease puts into a /proc/sys path or an iptables rule: no separator, no shell word. */
 const IF_NAME = /^[A-Za-z0-9_.@-]{1,15}$/;
 

@@ -8,11 +8,6 @@ import { type CredentialsProvider, envCredentials } from './credentials.js';
 import { DynamoServiceError, isThrottling, isTransient } from './errors.js';
 import { signRequest } from './sigv4.js';
 
-/**
- * DynamoApi over node:http(s) and our own SigV4 — the CNI binary's client. Its start-up cost is the point: no
- * SDK (~50 ms to load), no global fetch (lazy-loads undici), node:https only when the endpoint is https.
- * Type-only imports from @aws-sdk: nothing of it is loaded at run time.
- */
 export interface LightClientOptions {
   /** Default: AWS_REGION, then AWS_DEFAULT_REGION. */
   readonly region?: string;
@@ -52,6 +47,11 @@ type RequestFn = (
   onResponse: (res: IncomingMessage) => void,
 ) => ReturnType<typeof httpRequest>;
 
+/**
+ * DynamoApi over node:http(s) and our own SigV4 — the CNI binary's client. Its start-up cost is the point: no
+ * SDK, no global fetch (lazy-loads undici), node:https only when the endpoint is https.
+ * Type-only imports from @aws-sdk: nothing of it is loaded at run time.
+ */
 export class LightDynamoClient implements DynamoApi {
   private readonly url: URL;
   private readonly region: string;

@@ -164,13 +164,13 @@ export class Ec2Simulator implements Ec2SimulatorApi, Ec2Admin {
     );
   }
 
-  /** One EC2 Query request, start to finish: count, throttle, faults, latency, rules, XML. */
   /** Every call that took effect, with its decoded input and output (e.g. to prove whose ENIs a caller touched). */
   onCall(listener: (call: Ec2Call) => void): () => void {
     this.callListeners.add(listener);
     return () => this.callListeners.delete(listener);
   }
 
+  /** One EC2 Query request, start to finish: count, throttle, faults, latency, rules, XML. */
   async handleQuery(params: URLSearchParams): Promise<QueryResult> {
     const requestId = this.requestId();
     const action = params.get('Action') ?? '';
