@@ -14,6 +14,7 @@ import {
   IFLA_INFO_KIND,
   IFLA_MTU,
   IFLA_NET_NS_FD,
+  indexOfLink,
   ipBytes,
   ipOf,
   REQUEST_TIMEOUT_MS,
@@ -110,8 +111,8 @@ export async function createVethPair(
       { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL },
     ),
   );
-  const hostIndex = await linkIndex(host, spec.hostName);
-  const podIndex = await linkIndex(pod, spec.podName);
+  const hostIndex = await indexOfLink(host, spec.hostName);
+  const podIndex = await indexOfLink(pod, spec.podName);
   if (hostIndex === undefined || podIndex === undefined)
     throw new RtnlError(`veth ${spec.hostName}/${spec.podName} vanished after it was created`);
   await rtnl(`bring ${spec.podName} up`, () =>
@@ -122,20 +123,9 @@ export async function createVethPair(
   return { hostIndex, podIndex };
 }
 
-/** One RTM_GETLINK by name; undefined when there is no such link. */
-export async function linkIndex(socket: RtNetlinkSocket, name: string): Promise<number | undefined> {
-  try {
-    const [link] = await socket.getLink({}, { ifname: name }, { timeout: REQUEST_TIMEOUT_MS });
-    return link?.data.index;
-  } catch (err) {
-    if (errnoOf(err) === ENODEV) return undefined;
-    throw new RtnlError(`failed to look up link ${name}`, errnoOf(err), { cause: err });
-  }
-}
-
 /** Deletes a link by name; a missing one is 'absent'. Deleting either end of a veth removes both. */
 export async function deleteLinkByName(socket: RtNetlinkSocket, name: string): Promise<'removed' | 'absent'> {
-  const index = await linkIndex(socket, name);
+  const index = await indexOfLink(socket, name);
   if (index === undefined) return 'absent';
   try {
     await socket.delLink({ index }, undefined, { timeout: REQUEST_TIMEOUT_MS });

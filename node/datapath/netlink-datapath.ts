@@ -16,10 +16,9 @@ import {
   CREATE_REPLACE,
   type CreateRtnl,
   cString,
-  ENODEV,
-  errnoOf,
   IFLA_INFO_DATA,
   IFLA_INFO_KIND,
+  indexOfLink,
   ipBytes,
   ipOf,
   loadCreateRtNetlink,
@@ -140,10 +139,10 @@ export class NetlinkDatapath implements Datapath {
       pod = podSocket;
       let index: number | undefined;
       undo.push('create-link', async () => {
-        const target = index ?? (await this.indexByName(podSocket, tempName));
+        const target = index ?? (await indexOfLink(podSocket, tempName));
         if (target !== undefined) await podSocket.delLink({ index: target }, undefined, opts);
       });
-      index = await this.indexByName(podSocket, tempName);
+      index = await indexOfLink(podSocket, tempName);
       if (index === undefined) throw new RtnlError(`link ${tempName} vanished after it was created`);
       const linkIndex = index;
       faultPoint(this.hooks, 'create-link');
@@ -230,7 +229,7 @@ export class NetlinkDatapath implements Datapath {
   private async refuseModeChange(spec: PodLinkSpec, masterName: string): Promise<void> {
     for (const peer of spec.peers ?? []) {
       const mode = await this.inPod(peer.netnsPath, async (socket) => {
-        const index = await this.indexByName(socket, peer.ifName);
+        const index = await indexOfLink(socket, peer.ifName);
         if (index === undefined) return undefined;
         const [link] = await socket.getLink({ index }, undefined, { timeout: REQUEST_TIMEOUT_MS });
         return ipvlanModeOf(link?.attrs.linkinfo);
@@ -242,17 +241,6 @@ export class NetlinkDatapath implements Datapath {
         `ipvlan mode ${spec.mode} refused: ENI ${spec.masterMac} (${masterName}) carries live pods in mode ${mode}, ` +
           "and ipvlan's mode belongs to the ENI, so a new link would re-mode them; drain the node before changing mode",
       );
-    }
-  }
-
-  /** One RTM_GETLINK by name (no dump): the pod may hold many links, the host hundreds. */
-  private async indexByName(socket: RtNetlinkSocket, name: string): Promise<number | undefined> {
-    try {
-      const [link] = await socket.getLink({}, { ifname: name }, { timeout: REQUEST_TIMEOUT_MS });
-      return link?.data.index;
-    } catch (err) {
-      if (errnoOf(err) === ENODEV) return undefined;
-      throw new RtnlError(`failed to look up link ${name}`, errnoOf(err), { cause: err });
     }
   }
 

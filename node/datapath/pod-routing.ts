@@ -16,7 +16,6 @@ import {
   deleteLinkByName,
   hostAddresses,
   hostVethName,
-  linkIndex,
   mainRoutesVia,
   podVethName,
 } from './host-veth.js';
@@ -25,7 +24,7 @@ import { addPodRule, deletePodRule, listRules, rulesFrom } from './pod-rules.js'
 import type { IpvlanMode } from './port.js';
 import { addEniRoute, deleteEniRoute, hasPodRoute, tableForDevice, tableRoutes } from './route-tables.js';
 import { unfilterPodVeth, validateHostVethByMark } from './rp-filter.js';
-import { type CreateRtnl, socketInNetns } from './rtnl.js';
+import { type CreateRtnl, indexOfLink, socketInNetns } from './rtnl.js';
 import type { UndoStack } from './undo.js';
 
 /**
@@ -179,8 +178,8 @@ export async function inspectPodRouting(s: RoutingSockets, spec: PodRoutingSpec)
   if (spec.hostVeth) {
     const hostName = hostVethName(spec.hostVeth.containerId, spec.ifName);
     const podName = podVethName(spec.ifName);
-    const hostIndex = await linkIndex(s.host, hostName);
-    const podIndex = await linkIndex(s.pod, podName);
+    const hostIndex = await indexOfLink(s.host, hostName);
+    const podIndex = await indexOfLink(s.pod, podName);
     if (hostIndex === undefined) problems.push(`host veth ${hostName} is missing`);
     if (podIndex === undefined) problems.push(`pod veth ${podName} is missing`);
     if (hostIndex !== undefined && !(await mainRoutesVia(s.host, hostIndex)).some((r) => r.dst === `${spec.podIp}/32`))

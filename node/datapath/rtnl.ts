@@ -194,6 +194,17 @@ export async function rtnlDelete(what: string, call: () => Promise<unknown>): Pr
   }
 }
 
+/** One RTM_GETLINK by name (no dump: the pod may hold many links, the host hundreds); undefined when none. */
+export async function indexOfLink(socket: RtNetlinkSocket, name: string): Promise<number | undefined> {
+  try {
+    const [link] = await socket.getLink({}, { ifname: name }, { timeout: REQUEST_TIMEOUT_MS });
+    return link?.data.index;
+  } catch (err) {
+    if (errnoOf(err) === ENODEV) return undefined;
+    throw new RtnlError(`failed to look up link ${name}: ${describe(err)}`, errnoOf(err), { cause: err });
+  }
+}
+
 type NetlinkRequest = RtNetlinkSocket['socket']['request'];
 /** Opens an rtnetlink socket in this thread's netns whose failed requests reject with an RtnlError. */
 export type CreateRtnl = () => RtNetlinkSocket;
