@@ -51,12 +51,12 @@ const IFLA_IPVLAN_MODE = 1;
 export const IMDS_ADDRESS = '169.254.169.254';
 
 /** IFLA_INFO_KIND out of an IFLA_LINKINFO blob. */
-function linkKind(linkinfo: Buffer | undefined): string | undefined {
+export function linkKind(linkinfo: Buffer | undefined): string | undefined {
   return stringOf(parseAttrs(linkinfo).get(IFLA_INFO_KIND));
 }
 
 /** IFLA_IPVLAN_MODE out of an IFLA_LINKINFO blob: the mode of the link's master, as the kernel keeps it. */
-function ipvlanModeOf(linkinfo: Buffer | undefined): IpvlanMode | undefined {
+export function ipvlanModeOf(linkinfo: Buffer | undefined): IpvlanMode | undefined {
   if (linkKind(linkinfo) !== 'ipvlan') return undefined;
   const mode = parseAttrs(parseAttrs(linkinfo).get(IFLA_INFO_DATA)).get(IFLA_IPVLAN_MODE);
   if (mode === undefined || mode.length < 2) return undefined;

@@ -5,6 +5,7 @@ import { constants } from 'node:os';
 import { getSystemErrorName } from 'node:util';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ipvlanModeOf, linkKind } from '../../node/datapath/netlink-datapath.js';
 import {
   AF_INET,
   attr,
@@ -151,5 +152,28 @@ describe.skipIf(skip)('rtnl: errno from a real kernel, in a private netns', () =
     } finally {
       raw.close();
     }
+  });
+});
+
+describe('rtnl: link info as the kernel reports it', () => {
+  const IFLA_INFO_KIND = 1;
+  const IFLA_INFO_DATA = 2;
+  const NLA_F_NESTED = 0x8000;
+  const info = (kind: string, data: Buffer): Buffer =>
+    Buffer.concat([attr(IFLA_INFO_KIND, cString(kind)), attr(IFLA_INFO_DATA | NLA_F_NESTED, data)]);
+
+  it('reads the kind and the ipvlan mode out of IFLA_LINKINFO, past other attributes in the data', () => {
+    const data = Buffer.concat([attr(2, u16le(0)), attr(1, u16le(2))]); // IFLA_IPVLAN_FLAGS, then MODE l3s
+
+    expect(linkKind(info('ipvlan', data))).toBe('ipvlan');
+    expect(ipvlanModeOf(info('ipvlan', data))).toBe('l3s');
+    expect(ipvlanModeOf(info('ipvlan', attr(1, u16le(1))))).toBe('l3');
+  });
+
+  it('has no ipvlan mode for another kind, a missing mode, or an unknown value', () => {
+    expect(ipvlanModeOf(info('macvlan', attr(1, u32le(4))))).toBeUndefined();
+    expect(ipvlanModeOf(info('ipvlan', attr(2, u16le(0))))).toBeUndefined();
+    expect(ipvlanModeOf(info('ipvlan', attr(1, u16le(7))))).toBeUndefined();
+    expect(ipvlanModeOf(undefined)).toBeUndefined();
   });
 });
