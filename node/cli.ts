@@ -1,6 +1,7 @@
 import { readFileSync, writeSync } from 'node:fs';
 import { isSea } from 'node:sea';
 import { errorMessage } from '../shared/errors.js';
+import { sleepMs } from '../shared/sleep.js';
 import { CniError } from './cni/errors.js';
 import { runSkel } from './cni/skel.js';
 import { NetlinkDatapath } from './datapath/netlink-datapath.js';
@@ -49,7 +50,7 @@ export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv): P
         probe: options.skipReadyWait
           ? async () => undefined
           : storeReadiness(options.pluginConfig, options.networkName, env),
-        sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+        sleep: sleepMs,
         nowMs: Date.now,
         log: say,
       });

@@ -11,8 +11,7 @@ import { clusterSumQuery, KIND_DIMENSION, METRIC_NAMES } from './metrics.js';
 import { AllocatorPropsError } from './props.js';
 
 /**
- * Scale-out additions to the allocator (issue 17), kept in their own file so they do not collide with the
- * construct's other owners: the pod ENIs a node group's launch template can declare (adopted by the lifecycle
+ * The allocator's scale-out parts: the pod ENIs a node group's launch template can declare (adopted by the lifecycle
  * Lambda with no mutating EC2 call), and the alarm on EC2 errors that are not a node's fault.
  */
 

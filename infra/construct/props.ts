@@ -71,8 +71,8 @@ export interface VpcLeaseAllocatorProps {
   /**
    * Most concurrent instance-lifecycle invocations (the SQS event source's MaximumConcurrency, 2 to 1000): how
    * many launch events are in hand at once. The EC2 call rate is the shared rate budget's to keep, not this
-   * cap's; at 1,000 launches 5 invocations could not pick every event up within the hooks' heartbeat timeout
-   * (48 timed out), 20 did (test/bench/PERFORMANCE.md). Mind the account's Lambda concurrency quota.
+   * cap's; too low a cap leaves launch events unpicked past the hooks' heartbeat timeout in a mass scale-out
+   * (test/bench/PERFORMANCE.md). Mind the account's Lambda concurrency quota.
    * @default 20
    */
   readonly maxConcurrency?: number;

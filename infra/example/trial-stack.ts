@@ -41,7 +41,7 @@ export class VpcLeaseTrialStack extends Stack {
       natGateways: 1,
       subnetConfiguration: [
         { name: 'public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 24 },
-        // /20: room for pods on extra ENIs in the nodes' own subnet (the default, seed issue #32).
+        // /20: room for pods on extra ENIs in the nodes' own subnet (the default).
         { name: 'nodes', subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS, cidrMask: 20 },
       ],
       gatewayEndpoints: { DynamoDb: { service: ec2.GatewayVpcEndpointAwsService.DYNAMODB } },

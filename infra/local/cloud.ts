@@ -8,6 +8,7 @@ import { partitionIdOfRegion } from '../../shared/domain/partition.js';
 import { createTableInput } from '../../shared/lease-store/table.js';
 import type { Logger } from '../../shared/log.js';
 import { silentLogger } from '../../shared/log.js';
+import { sleepMs } from '../../shared/sleep.js';
 import type { AutoScalingSimulatorHandle } from './autoscaling/index.js';
 import { startAutoScalingSimulator } from './autoscaling/index.js';
 import type { LaunchTemplateSpec } from './autoscaling/model.js';
@@ -155,7 +156,7 @@ async function ensureTable(endpoint: string, region: string, tableName: string):
     for (let attempt = 0; attempt < 200; attempt += 1) {
       const out = await client.send(new DescribeTableCommand({ TableName: tableName }));
       if (out.Table?.TableStatus === 'ACTIVE') return;
-      await new Promise((r) => setTimeout(r, 10));
+      await sleepMs(10);
     }
     throw new Error(`failed to create table ${tableName}: still not ACTIVE`);
   } finally {

@@ -77,7 +77,7 @@ async function main(): Promise<number> {
     return 1;
   }
   // A scenario can also end normally with failed pods because the signal's cleanup took their namespaces away;
-  // the signal handler owns the exit then (CI saw exit 1 instead of 130 this way).
+  // the signal handler owns the exit then, so the status is the signal's and not a failure's.
   if (stopping) await new Promise<never>(() => {});
   let report = run.report;
   if (!opts.keep) {

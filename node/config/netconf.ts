@@ -159,10 +159,6 @@ const WELL_KNOWN = new Set([
 
 const NETWORK_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
 
-/**
- * Validates a netconf. Unknown fields are refused with code 2 (the spec lets a plugin refuse them, and a typo
- * like `mtU` silently ignored is worse); bad values of known fields with code 7, every problem at once.
- */
 /** Service CIDRs must be network addresses (the kernel refuses a route with host bits) and need the veth. */
 function serviceCidrProblems(cidrs: unknown, hostVeth: unknown): string[] {
   if (!Array.isArray(cidrs)) return [];
@@ -179,6 +175,10 @@ function serviceCidrProblems(cidrs: unknown, hostVeth: unknown): string[] {
   return problems;
 }
 
+/**
+ * Validates a netconf. Unknown fields are refused with code 2 (the spec lets a plugin refuse them, and a typo
+ * like `mtU` silently ignored is worse); bad values of known fields with code 7, every problem at once.
+ */
 export function parseNetconf(netconf: Readonly<Record<string, unknown>>): PluginConfig {
   const unknown = Object.keys(netconf).filter(
     (k) => !WELL_KNOWN.has(k) && !k.startsWith('cni.dev/') && !(k in netconfSchema),

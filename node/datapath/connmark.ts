@@ -5,13 +5,14 @@ import { VpcLeaseError } from '../../shared/errors.js';
 import { interfacesWith } from './host-veth.js';
 import { inNetns } from './native.js';
 import { listRules } from './pod-rules.js';
-import { loosenRpFilter } from './rp-filter.js';
+import { assertIfName, loosenRpFilter } from './rp-filter.js';
 import {
   AF_INET,
   CREATE_EXCL,
   CREATE_REPLACE,
+  EEXIST,
   errnoOf,
-  ipv4Bytes,
+  ipBytes,
   REQUEST_TIMEOUT_MS,
   RT_TABLE_MAIN,
   rtnl,
@@ -42,7 +43,6 @@ const HOST_CHAIN = 'VPC-LEASE-NODEPORT';
 const FORWARD_CHAIN = 'VPC-LEASE-FORWARD';
 const SNAT_CHAIN = 'VPC-LEASE-SNAT';
 const HOST_VETH_PREFIX = 'vlh+';
-const SAFE_NAME = /^[A-Za-z0-9_.-]{1,15}$/;
 const SPAWN_TIMEOUT_MS = 10_000;
 const SAFE_PATH = '/usr/sbin:/usr/bin:/sbin:/bin';
 
@@ -69,7 +69,7 @@ function run(file: string, args: readonly string[], input?: string): { status: n
 }
 
 function podRules(podVeth: string): string[] {
-  if (!SAFE_NAME.test(podVeth)) throw new IptablesError(`refusing interface name ${podVeth}`);
+  assertIfName(podVeth);
   const mark = `0x${CONNMARK.toString(16)}/0x${CONNMARK.toString(16)}`;
   return [
     `PREROUTING -i ${podVeth} -j CONNMARK --set-xmark ${mark}`,
@@ -102,8 +102,8 @@ export function removePodConnmark(podNsFd: number, podVeth: string): 'removed' |
 
 /**
  * The same removal, started in the background: the child is forked in the pod's netns right away (the fork is
- * part of spawn(), so the netns switch around it is enough) and its exit awaited later, so DEL's ~20 ms of
- * iptables overlap its store request. Only when the one-shot restore is refused (some rule was already gone)
+ * part of spawn(), so the netns switch around it is enough) and its exit awaited later, so DEL's iptables
+ * run overlaps its store request. Only when the one-shot restore is refused (some rule was already gone)
  * does it fall back to the rule-by-rule removal, in a netns opened again by path.
  */
 export function startRemovePodConnmark(
@@ -157,7 +157,7 @@ export async function addPodReturnPath(
   await rtnl('add the pod return route through the host veth', () =>
     pod.newRoute(
       { family: AF_INET, dstLen: 0, table: POD_RETURN_TABLE, protocol: 'BOOT', scope: 'UNIVERSE', type: 'UNICAST' },
-      { table: POD_RETURN_TABLE, gateway: ipv4Bytes(spec.hostIp), oif: spec.podIndex },
+      { table: POD_RETURN_TABLE, gateway: ipBytes(AF_INET, spec.hostIp), oif: spec.podIndex },
       { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_REPLACE },
     ),
   );
@@ -169,7 +169,7 @@ export async function addPodReturnPath(
     );
   } catch (err) {
     // A second attachment in the same pod shares the rule.
-    if (errnoOf(err) !== 'EEXIST') await rtnl('add the pod fwmark rule', () => Promise.reject(err));
+    if (errnoOf(err) !== EEXIST) await rtnl('add the pod fwmark rule', () => Promise.reject(err));
   }
 }
 
@@ -241,7 +241,7 @@ export async function ensureHostConnmark(
       { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL },
     );
   } catch (err) {
-    if (errnoOf(err) !== 'EEXIST') await rtnl('add the host fwmark rule', () => Promise.reject(err));
+    if (errnoOf(err) !== EEXIST) await rtnl('add the host fwmark rule', () => Promise.reject(err));
   }
   return 'installed';
 }

@@ -3,11 +3,20 @@ import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import { parseCidr } from '../../shared/ipv4.js';
 import {
   AF_INET,
+  attr,
   CREATE_EXCL,
   CREATE_REPLACE,
+  cString,
+  ENODEV,
   errnoOf,
-  ipv4Bytes,
-  ipv4Of,
+  IFLA_IFNAME,
+  IFLA_INFO_DATA,
+  IFLA_INFO_KIND,
+  IFLA_MTU,
+  IFLA_NET_NS_FD,
+  indexOfLink,
+  ipBytes,
+  ipOf,
   REQUEST_TIMEOUT_MS,
   RT_TABLE_MAIN,
   RtnlError,
@@ -26,11 +35,6 @@ import {
  * Names are derived, never guessed: the host end from (containerId, ifName), so DEL and CHECK find it again;
  * the pod end from ifName, so two attachments in one pod get two pairs.
  */
-const IFLA_IFNAME = 3;
-const IFLA_MTU = 4;
-const IFLA_NET_NS_FD = 28;
-const IFLA_INFO_KIND = 1;
-const IFLA_INFO_DATA = 2;
 const VETH_INFO_PEER = 1;
 /** Host addresses beyond this many are not routed through the veth (a node has one or a few). */
 const MAX_HOST_ADDRESSES = 32;
@@ -44,15 +48,6 @@ export function podVethName(ifName: string): string {
   return plain.length <= 15 ? plain : `vh-${createHash('sha256').update(ifName).digest('hex').slice(0, 12)}`;
 }
 
-function attr(type: number, payload: Buffer): Buffer {
-  const len = 4 + payload.length;
-  const out = Buffer.alloc((len + 3) & ~3);
-  out.writeUInt16LE(len, 0);
-  out.writeUInt16LE(type, 2);
-  payload.copy(out, 4);
-  return out;
-}
-
 /**
  * IFLA_LINKINFO for a veth whose peer is created straight in the pod's netns, named and sized. Not up: the
  * kernel configures the peer before the first end is registered, and opening it then fails with ENOTCONN.
@@ -60,11 +55,11 @@ function attr(type: number, payload: Buffer): Buffer {
 function vethLinkInfo(peerName: string, podNsFd: number, mtu: number): Buffer {
   const peer = Buffer.concat([
     Buffer.alloc(16), // ifinfomsg
-    attr(IFLA_IFNAME, Buffer.from(`${peerName}\0`)),
+    attr(IFLA_IFNAME, cString(peerName)),
     attr(IFLA_NET_NS_FD, u32le(podNsFd)),
     attr(IFLA_MTU, u32le(mtu)),
   ]);
-  return Buffer.concat([attr(IFLA_INFO_KIND, Buffer.from('veth\0')), attr(IFLA_INFO_DATA, attr(VETH_INFO_PEER, peer))]);
+  return Buffer.concat([attr(IFLA_INFO_KIND, cString('veth')), attr(IFLA_INFO_DATA, attr(VETH_INFO_PEER, peer))]);
 }
 
 /** The host's global IPv4 addresses, in ifindex order (the first is the pod's gateway to the service CIDRs). */
@@ -75,7 +70,7 @@ export async function hostAddresses(host: RtNetlinkSocket): Promise<string[]> {
   return addresses
     .filter((a) => a.data.family === AF_INET && (a.data.scope ?? 0) === 0)
     .sort((a, b) => (a.data.index ?? 0) - (b.data.index ?? 0))
-    .map((a) => ipv4Of(a.attrs.local ?? a.attrs.address))
+    .map((a) => ipOf(AF_INET, a.attrs.local ?? a.attrs.address))
     .filter((ip): ip is string => ip !== undefined)
     .filter((ip, i, all) => all.indexOf(ip) === i)
     .slice(0, MAX_HOST_ADDRESSES);
@@ -87,7 +82,7 @@ export async function interfacesWith(host: RtNetlinkSocket, ips: readonly string
   const addresses = await rtnl('list host addresses', () => host.getAddresses({ family: AF_INET }, undefined, opts));
   const indexes = new Set(
     addresses
-      .filter((a) => ips.includes(ipv4Of(a.attrs.local ?? a.attrs.address) ?? ''))
+      .filter((a) => ips.includes(ipOf(AF_INET, a.attrs.local ?? a.attrs.address) ?? ''))
       .map((a) => a.data.index)
       .filter((i): i is number => i !== undefined),
   );
@@ -116,8 +111,8 @@ export async function createVethPair(
       { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL },
     ),
   );
-  const hostIndex = await linkIndex(host, spec.hostName);
-  const podIndex = await linkIndex(pod, spec.podName);
+  const hostIndex = await indexOfLink(host, spec.hostName);
+  const podIndex = await indexOfLink(pod, spec.podName);
   if (hostIndex === undefined || podIndex === undefined)
     throw new RtnlError(`veth ${spec.hostName}/${spec.podName} vanished after it was created`);
   await rtnl(`bring ${spec.podName} up`, () =>
@@ -128,26 +123,15 @@ export async function createVethPair(
   return { hostIndex, podIndex };
 }
 
-/** One RTM_GETLINK by name; undefined when there is no such link. */
-export async function linkIndex(socket: RtNetlinkSocket, name: string): Promise<number | undefined> {
-  try {
-    const [link] = await socket.getLink({}, { ifname: name }, { timeout: REQUEST_TIMEOUT_MS });
-    return link?.data.index;
-  } catch (err) {
-    if (errnoOf(err) === 'ENODEV') return undefined;
-    throw new RtnlError(`failed to look up link ${name}`, errnoOf(err), { cause: err });
-  }
-}
-
 /** Deletes a link by name; a missing one is 'absent'. Deleting either end of a veth removes both. */
 export async function deleteLinkByName(socket: RtNetlinkSocket, name: string): Promise<'removed' | 'absent'> {
-  const index = await linkIndex(socket, name);
+  const index = await indexOfLink(socket, name);
   if (index === undefined) return 'absent';
   try {
     await socket.delLink({ index }, undefined, { timeout: REQUEST_TIMEOUT_MS });
     return 'removed';
   } catch (err) {
-    if (errnoOf(err) === 'ENODEV') return 'absent';
+    if (errnoOf(err) === ENODEV) return 'absent';
     throw new RtnlError(`failed to delete link ${name}`, errnoOf(err), { cause: err });
   }
 }
@@ -163,12 +147,12 @@ export async function addPodSideRoutes(
   },
 ): Promise<void> {
   const opts = { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL };
-  const src = ipv4Bytes(spec.podIp);
+  const src = ipBytes(AF_INET, spec.podIp);
   for (const hostIp of spec.hostIps) {
     await rtnl(`add the pod route to host address ${hostIp}`, () =>
       pod.newRoute(
         { family: AF_INET, dstLen: 32, table: RT_TABLE_MAIN, protocol: 'BOOT', scope: 'LINK', type: 'UNICAST' },
-        { dst: ipv4Bytes(hostIp), oif: spec.podIndex, prefsrc: src },
+        { dst: ipBytes(AF_INET, hostIp), oif: spec.podIndex, prefsrc: src },
         opts,
       ),
     );
@@ -188,7 +172,12 @@ export async function addPodSideRoutes(
           scope: 'UNIVERSE',
           type: 'UNICAST',
         },
-        { dst: ipv4Bytes(text.split('/')[0]!), gateway: ipv4Bytes(gateway!), oif: spec.podIndex, prefsrc: src },
+        {
+          dst: ipBytes(AF_INET, text.split('/')[0]!),
+          gateway: ipBytes(AF_INET, gateway!),
+          oif: spec.podIndex,
+          prefsrc: src,
+        },
         opts,
       ),
     );
@@ -203,7 +192,7 @@ export async function addHostRoute(
   await rtnl(`add the host route to ${spec.podIp}`, () =>
     host.newRoute(
       { family: AF_INET, dstLen: 32, table: RT_TABLE_MAIN, protocol: 'BOOT', scope: 'LINK', type: 'UNICAST' },
-      { dst: ipv4Bytes(spec.podIp), oif: spec.hostIndex },
+      { dst: ipBytes(AF_INET, spec.podIp), oif: spec.hostIndex },
       { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_REPLACE },
     ),
   );
@@ -225,7 +214,11 @@ export async function mainRoutesVia(socket: RtNetlinkSocket, oif: number): Promi
       (r) => r.data.family === AF_INET && (r.attrs.table ?? r.data.table) === RT_TABLE_MAIN && r.attrs.oif === oif,
     )
     .map((r) => {
-      const gateway = ipv4Of(r.attrs.gateway);
-      return { dst: `${ipv4Of(r.attrs.dst) ?? '0.0.0.0'}/${r.data.dstLen ?? 0}`, oif, ...(gateway ? { gateway } : {}) };
+      const gateway = ipOf(AF_INET, r.attrs.gateway);
+      return {
+        dst: `${ipOf(AF_INET, r.attrs.dst) ?? '0.0.0.0'}/${r.data.dstLen ?? 0}`,
+        oif,
+        ...(gateway ? { gateway } : {}),
+      };
     });
 }

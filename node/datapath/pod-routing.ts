@@ -16,7 +16,6 @@ import {
   deleteLinkByName,
   hostAddresses,
   hostVethName,
-  linkIndex,
   mainRoutesVia,
   podVethName,
 } from './host-veth.js';
@@ -25,11 +24,11 @@ import { addPodRule, deletePodRule, listRules, rulesFrom } from './pod-rules.js'
 import type { IpvlanMode } from './port.js';
 import { addEniRoute, deleteEniRoute, hasPodRoute, tableForDevice, tableRoutes } from './route-tables.js';
 import { unfilterPodVeth, validateHostVethByMark } from './rp-filter.js';
-import { type loadCreateRtNetlink, socketInNetns } from './rtnl.js';
+import { type CreateRtnl, indexOfLink, socketInNetns } from './rtnl.js';
 import type { UndoStack } from './undo.js';
 
 /**
- * What the pod needs beyond its ipvlan link (issue 8): in L3/L3S the ENI's table and the pod's rule, and with
+ * What the pod needs beyond its ipvlan link: in L3/L3S the ENI's table and the pod's rule, and with
  * `hostVeth` the unnumbered veth to the host with its routes and the NodePort connmark. Every step pushes its
  * undo before the next starts, and calls `fault` after it completed (test-only failure injection).
  */
@@ -179,8 +178,8 @@ export async function inspectPodRouting(s: RoutingSockets, spec: PodRoutingSpec)
   if (spec.hostVeth) {
     const hostName = hostVethName(spec.hostVeth.containerId, spec.ifName);
     const podName = podVethName(spec.ifName);
-    const hostIndex = await linkIndex(s.host, hostName);
-    const podIndex = await linkIndex(s.pod, podName);
+    const hostIndex = await indexOfLink(s.host, hostName);
+    const podIndex = await indexOfLink(s.pod, podName);
     if (hostIndex === undefined) problems.push(`host veth ${hostName} is missing`);
     if (podIndex === undefined) problems.push(`pod veth ${podName} is missing`);
     if (hostIndex !== undefined && !(await mainRoutesVia(s.host, hostIndex)).some((r) => r.dst === `${spec.podIp}/32`))
@@ -205,7 +204,7 @@ export interface PodNetns {
 
 /** Runs `fn` with a socket in the pod's netns; undefined (fn not run) when the netns is gone or is not one. */
 export async function withPodNetns<T>(
-  create: Awaited<ReturnType<typeof loadCreateRtNetlink>>,
+  create: CreateRtnl,
   netnsPath: string,
   fn: (pod: PodNetns) => Promise<T>,
 ): Promise<T | undefined> {

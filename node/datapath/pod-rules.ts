@@ -1,5 +1,5 @@
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
-import { AF_INET, CREATE_EXCL, errnoOf, ipv4Bytes, ipv4Of, REQUEST_TIMEOUT_MS, rtnl, rtnlDelete } from './rtnl.js';
+import { AF_INET, CREATE_EXCL, EEXIST, errnoOf, ipBytes, ipOf, REQUEST_TIMEOUT_MS, rtnl, rtnlDelete } from './rtnl.js';
 
 /**
  * L3/L3S: one `from <pod address> lookup <ENI table>` rule per pod in the host namespace, so the pod's packets
@@ -30,12 +30,12 @@ export async function addPodRule(host: RtNetlinkSocket, rule: PodRule): Promise<
   try {
     await host.newRule(
       header(rule.table),
-      { src: ipv4Bytes(rule.podIp), table: rule.table, priority: POD_RULE_PRIORITY },
+      { src: ipBytes(AF_INET, rule.podIp), table: rule.table, priority: POD_RULE_PRIORITY },
       { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL },
     );
     return 'added';
   } catch (err) {
-    if (errnoOf(err) === 'EEXIST') return 'existed';
+    if (errnoOf(err) === EEXIST) return 'existed';
     return rtnl(`add the rule from ${rule.podIp} lookup ${rule.table}`, () => Promise.reject(err));
   }
 }
@@ -44,7 +44,7 @@ export async function deletePodRule(host: RtNetlinkSocket, rule: PodRule): Promi
   return rtnlDelete(`delete the rule from ${rule.podIp} lookup ${rule.table}`, () =>
     host.delRule(
       header(rule.table),
-      { src: ipv4Bytes(rule.podIp), table: rule.table, priority: POD_RULE_PRIORITY },
+      { src: ipBytes(AF_INET, rule.podIp), table: rule.table, priority: POD_RULE_PRIORITY },
       { timeout: REQUEST_TIMEOUT_MS },
     ),
   );
@@ -66,7 +66,7 @@ export async function listRules(host: RtNetlinkSocket): Promise<RuleView[]> {
   return rules
     .filter((r) => r.data.family === AF_INET)
     .map((r) => {
-      const src = ipv4Of(r.attrs.src);
+      const src = ipOf(AF_INET, r.attrs.src);
       return {
         ...(src ? { src } : {}),
         srcLen: r.data.srcLen ?? 0,

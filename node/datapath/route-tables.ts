@@ -1,15 +1,6 @@
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import { parseIpv4 } from '../../shared/ipv4.js';
-import {
-  AF_INET,
-  CREATE_REPLACE,
-  ipv4Bytes,
-  ipv4Of,
-  REQUEST_TIMEOUT_MS,
-  RTNH_F_ONLINK,
-  rtnl,
-  rtnlDelete,
-} from './rtnl.js';
+import { AF_INET, CREATE_REPLACE, ipBytes, ipOf, REQUEST_TIMEOUT_MS, RTNH_F_ONLINK, rtnl, rtnlDelete } from './rtnl.js';
 
 /**
  * L3/L3S: one route table per ENI. In these modes ipvlan hands a pod's outgoing packets to the master's
@@ -77,7 +68,7 @@ export async function addEniRoute(host: RtNetlinkSocket, r: EniTableRoute): Prom
         type: 'UNICAST',
         flags: { __unknown: RTNH_F_ONLINK },
       },
-      { table: r.table, gateway: ipv4Bytes(r.gateway), oif: r.masterIndex, priority: podMetric(r.podIp) },
+      { table: r.table, gateway: ipBytes(AF_INET, r.gateway), oif: r.masterIndex, priority: podMetric(r.podIp) },
       { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_REPLACE },
     ),
   );
@@ -112,9 +103,9 @@ export async function tableRoutes(host: RtNetlinkSocket, table: number): Promise
   return routes
     .filter((r) => r.data.family === AF_INET && (r.attrs.table ?? r.data.table) === table)
     .map((r) => {
-      const gateway = ipv4Of(r.attrs.gateway);
+      const gateway = ipOf(AF_INET, r.attrs.gateway);
       return {
-        dst: `${ipv4Of(r.attrs.dst) ?? '0.0.0.0'}/${r.data.dstLen ?? 0}`,
+        dst: `${ipOf(AF_INET, r.attrs.dst) ?? '0.0.0.0'}/${r.data.dstLen ?? 0}`,
         ...(gateway ? { gateway } : {}),
         ...(r.attrs.oif !== undefined ? { oif: r.attrs.oif } : {}),
         metric: r.attrs.priority ?? 0,

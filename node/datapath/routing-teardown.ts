@@ -1,13 +1,23 @@
 import { closeSync } from 'node:fs';
-import type { RawNetlinkSocket } from 'netlink/dist/raw.js';
 import { CONNMARK, POD_FWMARK_RULE_PRIORITY, POD_RETURN_TABLE, startRemovePodConnmark } from './connmark.js';
 import { hostVethName, podVethName } from './host-veth.js';
-import { inNetns } from './native.js';
 import { NetnsMissingError, NotANetnsError, openNetns } from './netns.js';
 import { POD_RULE_PRIORITY } from './pod-rules.js';
 import type { IpvlanMode } from './port.js';
 import { podMetric, tableForDevice } from './route-tables.js';
-import { ipv4Bytes, RtnlError } from './rtnl.js';
+import {
+  AF_INET,
+  attr,
+  ipBytes,
+  linkByName,
+  loadRawSocket,
+  RawRtnl,
+  RTM_DELLINK,
+  RTM_DELROUTE,
+  RTM_DELRULE,
+  RTM_GETLINK,
+  u32le,
+} from './rtnl.js';
 
 /**
  * DEL's half of pod-routing.ts, on raw rtnetlink messages: like the link deletion in teardown.ts, DEL needs
@@ -24,15 +34,6 @@ export interface TeardownSpec {
   readonly hostVeth?: { readonly containerId: string };
 }
 
-const NETLINK_ROUTE = 0;
-const NLMSG_ERROR = 2;
-const NLM_F_REQUEST = 1;
-const NLM_F_ACK = 4;
-const RTM_DELLINK = 17;
-const RTM_GETLINK = 18;
-const RTM_DELROUTE = 25;
-const RTM_DELRULE = 33;
-const IFLA_IFNAME = 3;
 const RTA_PRIORITY = 6;
 const RTA_TABLE = 15;
 const FRA_SRC = 2;
@@ -40,41 +41,8 @@ const FRA_PRIORITY = 6;
 const FRA_FWMARK = 10;
 const FRA_TABLE = 15;
 const FRA_FWMASK = 16;
-const AF_INET = 2;
 const RT_SCOPE_NOWHERE = 255;
 const FR_ACT_TO_TBL = 1;
-const TIMEOUT_MS = 5_000;
-/** "Already gone" answers: no such device, no such route, no such rule. */
-const GONE = new Set([19 /* ENODEV */, 3 /* ESRCH */, 2 /* ENOENT */]);
-
-function attr(type: number, payload: Buffer): Buffer {
-  const len = 4 + payload.length;
-  const out = Buffer.alloc((len + 3) & ~3);
-  out.writeUInt16LE(len, 0);
-  out.writeUInt16LE(type, 2);
-  payload.copy(out, 4);
-  return out;
-}
-
-function u32(value: number): Buffer {
-  const b = Buffer.alloc(4);
-  b.writeUInt32LE(value >>> 0);
-  return b;
-}
-
-function message(type: number, seq: number, body: Buffer): Buffer {
-  const header = Buffer.alloc(16);
-  header.writeUInt32LE(16 + body.length, 0);
-  header.writeUInt16LE(type, 4);
-  header.writeUInt16LE(NLM_F_REQUEST | NLM_F_ACK, 6);
-  header.writeUInt32LE(seq, 8);
-  return Buffer.concat([header, body]);
-}
-
-/** ifinfomsg (index 0) + IFLA_IFNAME: the kernel resolves the name. */
-function linkByName(name: string): Buffer {
-  return Buffer.concat([Buffer.alloc(16), attr(IFLA_IFNAME, Buffer.from(`${name}\0`))]);
-}
 
 /** fib_rule_hdr: family, dst_len, src_len, tos, table (u8), 2 reserved, action, flags (u32). */
 function ruleHeader(srcLen: number, table: number): Buffer {
@@ -92,65 +60,7 @@ function routeKey(table: number, metric: number): Buffer {
   h.writeUInt8(AF_INET, 0);
   h.writeUInt8(table < 256 ? table : 0, 4);
   h.writeUInt8(RT_SCOPE_NOWHERE, 6);
-  return Buffer.concat([h, attr(RTA_TABLE, u32(table)), attr(RTA_PRIORITY, u32(metric))]);
-}
-
-type RawModule = typeof import('netlink/dist/raw.js');
-
-async function loadRaw(): Promise<RawModule['RawNetlinkSocket']> {
-  const raw = await import('netlink/dist/raw.js');
-  return ((raw as RawModule & { default?: RawModule }).default ?? raw).RawNetlinkSocket;
-}
-
-/** One rtnetlink socket and sequential requests answered with the kernel's errno (0: done). */
-class RawRtnl {
-  private seq = (Date.now() & 0x3fffffff) >>> 0;
-
-  constructor(private readonly socket: RawNetlinkSocket) {}
-
-  request(type: number, body: Buffer, what: string): Promise<number> {
-    const seq = ++this.seq;
-    return new Promise<number>((resolve, reject) => {
-      const done = (fn: () => void): void => {
-        clearTimeout(timer);
-        this.socket.off('message', onMessage);
-        fn();
-      };
-      const onMessage = (msg: Buffer): void => {
-        for (let off = 0; off + 16 <= msg.length; ) {
-          const len = msg.readUInt32LE(off);
-          if (len < 16) break;
-          if (msg.readUInt16LE(off + 4) === NLMSG_ERROR && msg.readUInt32LE(off + 8) === seq) {
-            const errno = -msg.readInt32LE(off + 16);
-            done(() => resolve(errno));
-            return;
-          }
-          off += (len + 3) & ~3;
-        }
-      };
-      const timer = setTimeout(() => done(() => reject(new RtnlError(`${what} timed out`))), TIMEOUT_MS);
-      this.socket.on('message', onMessage);
-      this.socket.send(message(type, seq, body), { port: 0 }, (err) => {
-        if (err) done(() => reject(new RtnlError(`failed to ${what}: ${err.message}`, err.code, { cause: err })));
-      });
-    });
-  }
-
-  /** A delete: 'absent' when the kernel says it is already gone, an error for any other refusal. */
-  async remove(type: number, body: Buffer, what: string): Promise<'removed' | 'absent'> {
-    const errno = await this.request(type, body, what);
-    if (errno === 0) return 'removed';
-    if (GONE.has(errno)) return 'absent';
-    throw new RtnlError(`failed to ${what}: errno ${errno}`, String(errno));
-  }
-
-  close(): void {
-    this.socket.close();
-  }
-}
-
-function socketInNetns(Socket: RawModule['RawNetlinkSocket'], nsFd: number): RawNetlinkSocket {
-  return inNetns(nsFd, () => new Socket(NETLINK_ROUTE));
+  return Buffer.concat([h, attr(RTA_TABLE, u32le(table)), attr(RTA_PRIORITY, u32le(metric))]);
 }
 
 function openPodNetns(path: string): number | undefined {
@@ -178,13 +88,13 @@ export async function teardownPodRouting(
 ): Promise<void> {
   const needsTable = spec.mode !== 'l2' && spec.podIp !== undefined && spec.deviceIndex !== undefined;
   if (!spec.hostVeth && !needsTable) return;
-  const Socket = await loadRaw();
-  const host = new RawRtnl(new Socket(NETLINK_ROUTE));
+  const Socket = await loadRawSocket();
+  const host = RawRtnl.open(Socket);
   try {
     if (spec.hostVeth) {
       const nsFd = openPodNetns(netnsPath);
       if (nsFd !== undefined) {
-        const pod = new RawRtnl(socketInNetns(Socket, nsFd));
+        const pod = RawRtnl.open(Socket, nsFd);
         try {
           const podName = podVethName(spec.ifName);
           if ((await pod.request(RTM_GETLINK, linkByName(podName), `look up ${podName}`)) === 0) {
@@ -195,10 +105,10 @@ export async function teardownPodRouting(
               RTM_DELRULE,
               Buffer.concat([
                 ruleHeader(0, POD_RETURN_TABLE),
-                attr(FRA_FWMARK, u32(CONNMARK)),
-                attr(FRA_FWMASK, u32(CONNMARK)),
-                attr(FRA_TABLE, u32(POD_RETURN_TABLE)),
-                attr(FRA_PRIORITY, u32(POD_FWMARK_RULE_PRIORITY)),
+                attr(FRA_FWMARK, u32le(CONNMARK)),
+                attr(FRA_FWMASK, u32le(CONNMARK)),
+                attr(FRA_TABLE, u32le(POD_RETURN_TABLE)),
+                attr(FRA_PRIORITY, u32le(POD_FWMARK_RULE_PRIORITY)),
               ]),
               'delete the pod fwmark rule',
             );
@@ -219,9 +129,9 @@ export async function teardownPodRouting(
         RTM_DELRULE,
         Buffer.concat([
           ruleHeader(32, table),
-          attr(FRA_SRC, ipv4Bytes(podIp)),
-          attr(FRA_TABLE, u32(table)),
-          attr(FRA_PRIORITY, u32(POD_RULE_PRIORITY)),
+          attr(FRA_SRC, ipBytes(AF_INET, podIp)),
+          attr(FRA_TABLE, u32le(table)),
+          attr(FRA_PRIORITY, u32le(POD_RULE_PRIORITY)),
         ]),
         `delete the rule from ${podIp} lookup ${table}`,
       );

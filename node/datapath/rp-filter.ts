@@ -10,9 +10,13 @@ import { inNetns } from './native.js';
  * check against addresses that are not routable at all. The kernel applies max(all, interface), so only an
  * interface whose effective value is strict is changed.
  */
-/** Guards the /proc/sys paths built from an interface name (names come from the kernel or the plugin). */
+
+/** The interface names vpc-lease puts into a /proc/sys path or an iptables rule: no separator, no shell word. */
+const IF_NAME = /^[A-Za-z0-9_.@-]{1,15}$/;
+
+/** Guards the paths and rules built from an interface name (names come from the kernel or the plugin). */
 export function assertIfName(ifName: string): void {
-  if (!/^[A-Za-z0-9_.@-]{1,15}$/.test(ifName)) throw new RangeError(`bad interface name ${ifName}`);
+  if (!IF_NAME.test(ifName)) throw new RangeError(`bad interface name ${ifName}`);
 }
 
 function read(path: string): number {

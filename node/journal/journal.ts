@@ -14,7 +14,7 @@ import type { LeasePlacement } from '../../shared/domain/lease.js';
  * record is already there (the O_EXCL of host-local, without ever exposing a half-written file), and later
  * writes replace it with rename(2). The record with the address is fsynced before, and its directory after, the
  * rename, so DEL finds it after a power loss. The intent is not: losing it costs at worst a second claim that GC
- * returns, and two more fsyncs on every ADD would cost more (about 10 ms on a busy VM disk).
+ * returns, and two more fsyncs on every ADD would cost more.
  */
 export interface AttachmentRecord {
   readonly containerId: string;

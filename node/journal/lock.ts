@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:net';
 import { VpcLeaseError } from '../../shared/errors.js';
+import { sleepMs } from '../../shared/sleep.js';
 
 /**
  * A per-attachment mutex between plugin processes: a Unix socket bound in the abstract namespace. bind(2) is the
@@ -55,6 +56,6 @@ export async function lockAttachment(
       throw new AttachmentBusyError(
         `another call for ${containerId}/${ifName} is still running after ${waitMs} ms; try again later`,
       );
-    await new Promise((resolve) => setTimeout(resolve, Math.min(POLL_MS, Math.max(0, deadline - Date.now()))));
+    await sleepMs(Math.min(POLL_MS, Math.max(0, deadline - Date.now())));
   }
 }

@@ -5,7 +5,7 @@ import { Script } from 'node:vm';
 
 /**
  * The executable the runtime calls (dist/vpc-lease-cni). Every CNI call is a new process, and compiling the
- * ~300 KiB bundle is most of what it costs above bare `node`: this launcher runs the bundle
+ * bundle is most of what it costs above bare `node`: this launcher runs the bundle
  * (vpc-lease-cni.js, beside it) through V8's code cache. The cache is written next to the bundle the first time
  * a kind of call runs without one (or V8 rejects it after a Node upgrade): one for the link-touching commands,
  * which compile netlink and the claim path, and one for the rest. A cache that cannot be written costs only speed.

@@ -72,7 +72,7 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
     });
     faultPoint(ctx.hooks, 'journal-intent');
 
-    // Load netlink (~20 ms of CPU) while the claim's requests are on the wire; setImmediate lets them leave first.
+    // Load netlink (CPU-bound) while the claim's requests are on the wire; setImmediate lets them leave first.
     const datapathReady = new Promise<void>((resolve) => setImmediate(resolve)).then(() => ctx.datapath());
     datapathReady.catch(() => undefined); // awaited below; a failure is reported there, not as unhandled
     if (!lease) {

@@ -1,6 +1,6 @@
 import { CniCode, CniError } from '../cni/errors.js';
 import { IptablesError } from '../datapath/connmark.js';
-import { MasterMissingError, NetlinkError } from '../datapath/netlink-datapath.js';
+import { MasterMissingError } from '../datapath/netlink-datapath.js';
 import { NetnsMissingError, NotANetnsError } from '../datapath/netns.js';
 import { RtnlError } from '../datapath/rtnl.js';
 import { ImdsError } from '../identity/imds.js';
@@ -18,7 +18,7 @@ export function classify(err: unknown): unknown {
     return new CniError(CniCode.invalidEnvironment, `invalid CNI_NETNS: ${err.message}`, undefined, { cause: err });
   if (err instanceof MasterMissingError || err instanceof ImdsError || err instanceof AttachmentBusyError)
     return new CniError(CniCode.tryAgainLater, err.message, err.name, { cause: err });
-  if (err instanceof NetlinkError || err instanceof RtnlError)
+  if (err instanceof RtnlError)
     return new CniError(CniCode.datapathFailure, err.message, err.errnoName, { cause: err });
   if (err instanceof IptablesError)
     return new CniError(CniCode.datapathFailure, err.message, undefined, { cause: err });

@@ -3,7 +3,7 @@ import type { IpvlanMode } from '../datapath/port.js';
 import type { TeardownSpec } from '../datapath/routing-teardown.js';
 
 /**
- * From the netconf and the lease to what the datapath builds beside the ipvlan link (issue 8): the ENI's table
+ * From the netconf and the lease to what the datapath builds beside the ipvlan link: the ENI's table
  * and the pod's rule in L3/L3S, the host veth when enabled. Undefined when there is nothing to build or remove
  * (L2 without a host veth), so those calls never load netlink for it.
  */

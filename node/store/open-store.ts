@@ -3,6 +3,7 @@ import { LightDynamoClient } from '../../shared/dynamo/light-client.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
 import { LeaseTable } from '../../shared/lease-store/dynamo-lease-table.js';
 import type { LeaseStore } from '../../shared/lease-store/port.js';
+import { sleepMs } from '../../shared/sleep.js';
 import type { PluginConfig } from '../config/netconf.js';
 import type { NodeIdentity } from '../identity/identity.js';
 import { ClaimHints, HintedLeaseStore } from './claim-hints.js';
@@ -26,7 +27,7 @@ export function openLeaseStore(config: PluginConfig, identity: NodeIdentity): Le
     api,
     tableName: config.tableName,
     batchRetries: 0,
-    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    sleep: sleepMs,
     random: Math.random,
   });
   return new HintedLeaseStore(store, table, new ClaimHints(join(config.dataDir, 'claim-hints', config.tableName)));

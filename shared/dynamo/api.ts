@@ -19,7 +19,7 @@ import type {
 /**
  * The DynamoDB operations vpc-lease uses, in the wire shapes of the DynamoDB JSON protocol. Two adapters:
  * the AWS SDK v3 client (Lambdas, CLI) and a small SigV4 node:http client (the CNI binary, whose start-up time is
- * its whole budget — the SDK costs ~50 ms to load). Type-only imports: nothing of the SDK is loaded here.
+ * its whole budget, and the SDK is slow to load). Type-only imports: nothing of the SDK is loaded here.
  *
  * Errors: a rejected call throws an Error whose `name` is the DynamoDB error type
  * (e.g. `ConditionalCheckFailedException`, `ResourceNotFoundException`), as the SDK does.

@@ -2,16 +2,12 @@ import type { Agent as HttpAgent, IncomingMessage, RequestOptions } from 'node:h
 import { Agent, request as httpRequest } from 'node:http';
 import { dnsSuffixOfRegion } from '../domain/partition.js';
 import { ValidationError } from '../errors.js';
+import { sleepMs } from '../sleep.js';
 import type { DynamoApi } from './api.js';
 import { type CredentialsProvider, envCredentials } from './credentials.js';
 import { DynamoServiceError, isThrottling, isTransient } from './errors.js';
 import { signRequest } from './sigv4.js';
 
-/**
- * DynamoApi over node:http(s) and our own SigV4 — the CNI binary's client. Its start-up cost is the point: no
- * SDK (~50 ms to load), no global fetch (lazy-loads undici), node:https only when the endpoint is https.
- * Type-only imports from @aws-sdk: nothing of it is loaded at run time.
- */
 export interface LightClientOptions {
   /** Default: AWS_REGION, then AWS_DEFAULT_REGION. */
   readonly region?: string;
@@ -51,6 +47,11 @@ type RequestFn = (
   onResponse: (res: IncomingMessage) => void,
 ) => ReturnType<typeof httpRequest>;
 
+/**
+ * DynamoApi over node:http(s) and our own SigV4 — the CNI binary's client. Its start-up cost is the point: no
+ * SDK, no global fetch (lazy-loads undici), node:https only when the endpoint is https.
+ * Type-only imports from @aws-sdk: nothing of it is loaded at run time.
+ */
 export class LightDynamoClient implements DynamoApi {
   private readonly url: URL;
   private readonly region: string;
@@ -82,7 +83,7 @@ export class LightDynamoClient implements DynamoApi {
     this.baseDelayMs = options.baseDelayMs ?? 25;
     this.maxDelayMs = options.maxDelayMs ?? 1000;
     this.now = options.now ?? (() => new Date());
-    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.sleep = options.sleep ?? sleepMs;
   }
 
   readonly getItem: DynamoApi['getItem'] = (input) => this.call('GetItem', input);

@@ -1,5 +1,6 @@
 import type { DynamoApi } from '../dynamo/api.js';
 import { isConditionalCheckFailed } from '../dynamo/errors.js';
+import { num } from '../lease-store/attribute-value.js';
 import { TABLE_KEYS } from '../lease-store/table.js';
 import { type BucketRate, intervalMs, type RateBudgetStore, type TakeResult } from './rate-budget.js';
 
@@ -74,8 +75,4 @@ export class DynamoRateBudgetStore implements RateBudgetStore {
     }
     throw new Error(`EC2 rate budget ${key}: the stored time kept changing under four attempts`);
   }
-}
-
-function num(value: number): { N: string } {
-  return { N: String(value) };
 }

@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Clock } from '../clock.js';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
+import { sleepMs } from '../sleep.js';
 import { Ec2ApiError } from './errors.js';
 
 /**
@@ -169,8 +170,6 @@ interface Taker {
   resolve(startMs: number | 'short' | 'failed'): void;
 }
 
-const realSleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
 /**
  * The budget as one process uses it: takers of a bucket queue here in arrival order and are served by one
  * store round trip per batch (several tokens at once), one round trip at a time per bucket, so a container
@@ -245,7 +244,7 @@ export class RateBudget {
     const waitMs = startMs - this.options.clock.nowMs();
     if (waitMs <= 0) return;
     this.stats.sleptMs += waitMs;
-    await (this.options.sleep ?? realSleep)(waitMs);
+    await (this.options.sleep ?? sleepMs)(waitMs);
   }
 
   /**

@@ -50,14 +50,14 @@ export interface SdkEc2Options {
   readonly clusterName?: string;
 }
 
+/** DescribeInstances takes at most 200 values per filter. */
+const INSTANCE_FILTER_BATCH = 200;
+
 /**
  * The SDK's adaptive mode adds a client-side token bucket that slows down after throttling answers, on top of
  * exponential back-off; 5 attempts keep a Lambda invocation short — past them the executor persists its
  * progress and re-enqueues instead of waiting inside the function.
  */
-/** DescribeInstances takes at most 200 values per filter. */
-const INSTANCE_FILTER_BATCH = 200;
-
 export const EC2_CLIENT_DEFAULTS: EC2ClientConfig = { retryMode: 'adaptive', maxAttempts: 5 };
 
 function tagsOf(tags: readonly Tag[] | undefined): Record<string, string> {

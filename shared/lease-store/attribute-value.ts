@@ -9,6 +9,10 @@ import { ValidationError } from '../errors.js';
  */
 export type Plain = string | number | boolean | null | readonly Plain[] | { readonly [key: string]: Plain | undefined };
 
+/** A string and a number attribute (a number travels as its decimal text). */
+export const str = (value: string): { S: string } => ({ S: value });
+export const num = (value: number): { N: string } => ({ N: String(value) });
+
 export function toAttr(value: Plain): AttributeValue {
   if (value === null) return { NULL: true };
   if (typeof value === 'string') return { S: value };

@@ -10,6 +10,8 @@ import {
   ValidationError,
   VersionConflictError,
 } from '../errors.js';
+import { sleepMs } from '../sleep.js';
+import { num, str } from './attribute-value.js';
 import { BATCH_SIZE, guard, LeaseTable } from './dynamo-lease-table.js';
 import {
   A,
@@ -50,9 +52,6 @@ export interface DynamoLeaseStoreOptions {
 const DEFAULT_CANDIDATES = 16;
 const DEFAULT_MAX_ATTEMPTS = 8;
 
-const str = (value: string): { S: string } => ({ S: value });
-const num = (value: number): { N: string } => ({ N: String(value) });
-
 /**
  * The LeaseStore on DynamoDB. Every state change is one conditional write on one item; the lease state machine
  * is the one port.ts and domain/lease.ts document, and the memory fake mirrors it line for line.
@@ -76,7 +75,7 @@ export class DynamoLeaseStore implements LeaseStore {
       api: options.api,
       tableName: options.tableName,
       batchRetries: options.batchRetries ?? 8,
-      sleep: options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms))),
+      sleep: options.sleep ?? sleepMs,
       random: options.random ?? Math.random,
     });
   }

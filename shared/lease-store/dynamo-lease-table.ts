@@ -8,15 +8,13 @@ import {
   StoreUnavailableError,
   VpcLeaseError,
 } from '../errors.js';
+import { num, str } from './attribute-value.js';
 import { A, decodeLease, encodeHolder, type Item, leaseKey } from './item-codec.js';
 import type { HolderRef } from './port.js';
 import { CLAIMABLE_INDEX, LEASE_SORT_PREFIX } from './table.js';
 
 /** BatchWriteItem's own limit. */
 export const BATCH_SIZE = 25;
-
-const str = (value: string): { S: string } => ({ S: value });
-const num = (value: number): { N: string } => ({ N: String(value) });
 
 export interface LeaseTableOptions {
   readonly api: DynamoApi;

@@ -1,5 +1,6 @@
 import { CreateTableCommand, DescribeTableCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { StoreUnavailableError } from '../errors.js';
+import { sleepMs } from '../sleep.js';
 import { createTableInput } from './table.js';
 
 /**
@@ -29,7 +30,7 @@ export async function ensureTable(
     if (table?.TableStatus === 'ACTIVE' && indexesActive) return created;
     if (Date.now() > deadline)
       throw new StoreUnavailableError(`failed to create table ${tableName}: not ACTIVE in time`);
-    await new Promise((resolve) => setTimeout(resolve, options.pollMs ?? 200));
+    await sleepMs(options.pollMs ?? 200);
   }
 }
 

@@ -2,7 +2,7 @@ import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { LEASE_STATES, type Lease, type LeaseHolder, type LeaseState, type NewLease } from '../domain/lease.js';
 import type { NodeRecord } from '../domain/node.js';
 import { ValidationError } from '../errors.js';
-import { fromAttr, type Plain, toAttr } from './attribute-value.js';
+import { fromAttr, num as n, type Plain, str as s, toAttr } from './attribute-value.js';
 import { CLAIMABLE_INDEX, LEASE_SORT_PREFIX, leaseSortKey, NODE_SORT_KEY, TABLE_KEYS } from './table.js';
 
 export type Item = Record<string, AttributeValue>;
@@ -79,9 +79,6 @@ export const NODE_WRITABLE_ATTRS = [
   A.cAt,
   ...HOLDER_ATTRS,
 ] as const;
-
-const s = (value: string): AttributeValue => ({ S: value });
-const n = (value: number): AttributeValue => ({ N: String(value) });
 
 export function leaseKey(instanceArn: string, ip: string): Item {
   return { [A.pk]: s(instanceArn), [A.sk]: s(leaseSortKey(ip)) };

@@ -14,8 +14,8 @@ export const TABLE_KEYS = {
  * Sparse local secondary index over claimable leases: `cAt` (= reusableAtMs) is present only while a lease is
  * FREE or COOLDOWN, so ADD finds candidates with one Query (`pk = arn AND cAt <= now`) and a RELEASING or CLAIMED
  * lease is not in it. Local, keyed on the table's own partition key: `dynamodb:LeadingKeys` then confines what a
- * node's index Query can return to its own items (a global index on a node-written key let one node fill
- * another's view — issue 14).
+ * node's index Query can return to its own items (a global index on a node-written key would let one node
+ * fill another's view).
  */
 export const CLAIMABLE_INDEX = {
   name: 'claimable',
@@ -24,7 +24,7 @@ export const CLAIMABLE_INDEX = {
 } as const;
 
 /**
- * The table's schema generation. 2 = the claimable index is local (issue 14); an index kind cannot change in
+ * The table's schema generation. 2 = the claimable index is local; an index kind cannot change in
  * place, so a new generation is a new table (infra/DEPLOY.md, "Moving to lease table v2").
  */
 export const LEASE_TABLE_GENERATION = 2;

@@ -4,6 +4,7 @@ import type { Ec2Port } from '../ec2/port.js';
 import type { LeaseStore } from '../lease-store/port.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
+import { sleepMs } from '../sleep.js';
 
 export interface PoolDeps {
   readonly ec2: Ec2Port;
@@ -28,5 +29,5 @@ export const DEFAULT_RESUME_RELEASING_AFTER_MS = 120_000;
 export const DEFAULT_ATTACH_WAIT_MS = 10_000;
 
 export function sleepOf(deps: PoolDeps): (ms: number) => Promise<void> {
-  return deps.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+  return deps.sleep ?? sleepMs;
 }

@@ -9,7 +9,7 @@ import type { PlannedEni } from '../planner/launch-plan.js';
 import { DEFAULT_ATTACH_WAIT_MS, type PoolDeps, sleepOf } from './deps.js';
 import { editNodeEnis } from './node-record.js';
 
-/** Re-exported for older imports: the owner tag and lease helper now live in shared/ec2 and shared/lifecycle. */
+/** Re-exported for callers that import them from the pool; they live in shared/ec2 and shared/lifecycle. */
 export { eniLeases as leasesOf, POOL_OWNER };
 
 /**

@@ -1,3 +1,5 @@
+import { sleepMs } from '../../shared/sleep.js';
+
 /** Polls until `check` returns a value other than undefined/false, or fails with the last error after `timeoutMs`. */
 export async function eventually<T>(
   check: () => Promise<T | undefined | false> | T | undefined | false,
@@ -17,7 +19,7 @@ export async function eventually<T>(
     if (Date.now() > deadline) {
       throw new Error(`timed out waiting for ${options.what ?? 'condition'}`, { cause: lastError });
     }
-    await new Promise((r) => setTimeout(r, intervalMs));
+    await sleepMs(intervalMs);
   }
 }
 
@@ -25,6 +27,4 @@ export const LOCAL_CREDENTIALS = { accessKeyId: 'local', secretAccessKey: 'local
 export const REGION = 'us-east-1';
 export const ACCOUNT = '123456789012';
 
-export function sleepMs(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
+export { sleepMs };

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sleepMs } from '../../../shared/sleep.js';
 import { CliError, EXIT, UsageError } from '../errors.js';
 import {
   defaultLocalDir,
@@ -14,10 +15,6 @@ import {
 import { type Command, print } from './command.js';
 
 const DAEMON = join(dirname(fileURLToPath(import.meta.url)), '..', 'local-daemon.ts');
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
 
 function tail(path: string, lines = 15): string {
   try {
@@ -63,7 +60,7 @@ export const localCommand: Command = {
         return EXIT.ok;
       }
       process.kill(running.pid, 'SIGTERM');
-      for (let i = 0; i < 200 && isAlive(running.pid); i += 1) await sleep(50);
+      for (let i = 0; i < 200 && isAlive(running.pid); i += 1) await sleepMs(50);
       if (isAlive(running.pid)) throw new CliError(`pid ${running.pid} did not stop within 10 s`, EXIT.environment);
       removeLocalState(localDir, running.pid);
       print(input, { stopped: true, pid: running.pid }, () => [`local cloud stopped (pid ${running.pid})`]);
@@ -107,7 +104,7 @@ export const localCommand: Command = {
         return EXIT.ok;
       }
       if (!isAlive(pid)) break;
-      await sleep(50);
+      await sleepMs(50);
     }
     if (isAlive(pid)) process.kill(pid, 'SIGTERM');
     throw new CliError(

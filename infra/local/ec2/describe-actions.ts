@@ -13,7 +13,6 @@ import { type EniRecord, INSTANCE_STATE_CODES, type InstanceRecord } from './mod
 import { enisOf, eniView, groupView, instanceTypeView, instanceView, subnetView, vpcView } from './views.js';
 import type { Ec2World } from './world.js';
 
-/** The Describe actions: ids (all or nothing, eventual consistency), filters, then pagination. */
 /** Describe by ids: every id must exist and be visible (eventual consistency), or the whole call fails. */
 function byIds<T extends object>(
   world: Ec2World,
@@ -121,6 +120,7 @@ function queryOf(input: object): string {
   return JSON.stringify(rest);
 }
 
+/** The Describe actions: ids (all or nothing, eventual consistency), filters, then pagination. */
 export const DESCRIBE_HANDLERS: Readonly<Record<string, Handler>> = {
   DescribeInstances: describeInstances,
   DescribeInstanceTypes: (ctx, input: DescribeInstanceTypesRequest) => {

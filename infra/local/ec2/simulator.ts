@@ -1,5 +1,6 @@
 import type { InstanceLimits } from '../../../shared/domain/limits.js';
 import { errorMessage } from '../../../shared/errors.js';
+import { sleepMs } from '../../../shared/sleep.js';
 import type {
   Ec2SimulatorApi,
   InstanceStateChange,
@@ -163,13 +164,13 @@ export class Ec2Simulator implements Ec2SimulatorApi, Ec2Admin {
     );
   }
 
-  /** One EC2 Query request, start to finish: count, throttle, faults, latency, rules, XML. */
   /** Every call that took effect, with its decoded input and output (e.g. to prove whose ENIs a caller touched). */
   onCall(listener: (call: Ec2Call) => void): () => void {
     this.callListeners.add(listener);
     return () => this.callListeners.delete(listener);
   }
 
+  /** One EC2 Query request, start to finish: count, throttle, faults, latency, rules, XML. */
   async handleQuery(params: URLSearchParams): Promise<QueryResult> {
     const requestId = this.requestId();
     const action = params.get('Action') ?? '';
@@ -227,7 +228,7 @@ export class Ec2Simulator implements Ec2SimulatorApi, Ec2Admin {
     const simMs = this.latencyModel.simMs(action);
     const extraMs = this.latencyModel.extraMs(action);
     const totalMs = this.timeline.realMs(simMs) + extraMs;
-    if (totalMs > 0) await new Promise((resolve) => setTimeout(resolve, totalMs));
+    if (totalMs > 0) await sleepMs(totalMs);
   }
 
   private requestId(): string {

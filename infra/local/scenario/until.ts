@@ -1,4 +1,5 @@
 import { VpcLeaseError } from '../../../shared/errors.js';
+import { sleepMs } from '../../../shared/sleep.js';
 
 export class ScenarioTimeoutError extends VpcLeaseError {}
 
@@ -8,6 +9,6 @@ export async function until(what: string, check: () => boolean | Promise<boolean
   for (;;) {
     if (await check()) return;
     if (Date.now() > deadline) throw new ScenarioTimeoutError(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
+    await sleepMs(25);
   }
 }

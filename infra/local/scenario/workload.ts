@@ -1,6 +1,7 @@
 import { instanceArn } from '../../../shared/domain/arn.js';
 import { partitionIdOfRegion } from '../../../shared/domain/partition.js';
 import type { LeaseStore } from '../../../shared/lease-store/port.js';
+import { sleepMs } from '../../../shared/sleep.js';
 import type { Pod, PodDriver } from './pods.js';
 
 /**
@@ -86,7 +87,7 @@ export class Workload {
           await this.deps.driver.prepareNode(pod.instanceId);
           // Like kubelet's back-off: 1×, 2×, 3× the delay, so the last try comes after any lease released
           // before the first has left its reuse wait.
-          await new Promise((resolve) => setTimeout(resolve, this.deps.retryDelayMs * attempt));
+          await sleepMs(this.deps.retryDelayMs * attempt);
           continue;
         }
         this.addFailures += 1;
