@@ -1,4 +1,5 @@
 import { instanceArn } from '../domain/arn.js';
+import { isInstanceProvisionable } from '../domain/instance-states.js';
 import type { InstanceLimits } from '../domain/limits.js';
 import type { EniRecord, NodeRecord } from '../domain/node.js';
 import { type Ec2ApiError, isEc2Error } from '../ec2/errors.js';
@@ -16,8 +17,6 @@ import { clusterTagKey, completeLaunchAction, deferToAnotherEvent, isTaggedForCl
 import { accountReason, advanceEnis, noteBlocked } from './launch-steps.js';
 import { pendingNodeRecord } from './pending-node.js';
 import { candidateSubnets } from './subnets.js';
-
-const GONE_STATES = new Set(['shutting-down', 'terminated', 'stopping', 'stopped']);
 
 /**
  * The launch hook, resumable: every step's result is written to the node item before the next EC2 call, so
@@ -45,7 +44,7 @@ export async function runLaunch(deps: LifecycleDeps, event: LaunchEvent): Promis
 
     const instance = await deps.ec2.describeInstance(event.instanceId);
     if (!instance) return wait('instance not visible in EC2 yet');
-    if (GONE_STATES.has(instance.state)) return done(`instance is ${instance.state}; nothing to provision`);
+    if (!isInstanceProvisionable(instance.state)) return done(`instance is ${instance.state}; nothing to provision`);
     if (!node && !event.lifecycle && !isTaggedForCluster(deps.config, instance))
       return done(`no hook and no ${clusterTagKey(deps.config)} tag: not a node of this cluster`);
     const limits = await deps.ec2.describeInstanceLimits(instance.instanceType);
