@@ -88,6 +88,8 @@ class PodEniSteps {
   private readonly write: EniWriter;
   private readonly leased: string[] = [];
   private readonly dropped: EniRecord[] = [];
+  /** Attachments given DeleteOnTermination by this call. */
+  private readonly protectedAttachments = new Set<string>();
 
   /** `known`: the instance as the caller already described it; otherwise read on first need only. */
   constructor(
@@ -130,7 +132,12 @@ class PodEniSteps {
     { at: (n) => enisAt(n, 'PLANNED'), run: (n, planned) => this.createStep(n, planned) },
     { at: (n) => enisAt(n, 'CREATED'), run: (n, created) => this.stepOver(n, created, (e) => this.attach(e)) },
     {
-      at: (n) => enisAt(n, 'ATTACHING', 'ATTACHED').filter((e) => e.deleteOnTermination !== true),
+      // Also by what this call did: a writer may keep the stored record when only the flag changed (the pool's
+      // writer drops a same-step write as stale), and the flag is set once per attachment.
+      at: (n) =>
+        enisAt(n, 'ATTACHING', 'ATTACHED').filter(
+          (e) => e.deleteOnTermination !== true && !this.protectedAttachments.has(e.attachmentId ?? ''),
+        ),
       run: (n, attached) => this.stepOver(n, attached, (e) => this.deleteOnTermination(e)),
     },
     { at: (n) => enisAt(n, 'ATTACHING'), run: (n) => this.verifyAttachments(n) },
@@ -354,6 +361,7 @@ class PodEniSteps {
 
   private async deleteOnTermination(e: EniRecord): Promise<EniRecord> {
     await this.deps.ec2.setDeleteOnTermination(e.eniId!, e.attachmentId!, true);
+    this.protectedAttachments.add(e.attachmentId!);
     return { ...e, deleteOnTermination: true };
   }
 
