@@ -19,7 +19,11 @@ async function cleanLaunchCalls(h: Harness, type: string, countAll = false): Pro
   return sw.log;
 }
 
-describe('Crash between every pair of EC2 calls, then redelivery', () => {
+// Each test drives a launch per crash point; on a loaded machine that outlasts vitest's 30 s default. The guard
+// only stops a hang: nothing here depends on speed.
+const HANG_GUARD_MS = 300_000;
+
+describe('Crash between every pair of EC2 calls, then redelivery', { timeout: HANG_GUARD_MS }, () => {
   let h: Harness;
   beforeAll(async () => {
     h = await Harness.start();
