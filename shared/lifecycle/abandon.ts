@@ -1,28 +1,27 @@
 import { instanceArn } from '../domain/arn.js';
 import type { NodeRecord } from '../domain/node.js';
 import { METRIC_DIMENSIONS, METRIC_NAMES } from '../metrics.js';
-import type { LifecycleDeps, StepOutcome } from './deps.js';
-import { done } from './deps.js';
+import type { LifecycleDeps } from './deps.js';
 import { sweepInstanceEnis } from './eni-sweep.js';
 import type { LaunchEvent } from './events.js';
-import { completeLaunchAction, lifecycleRecordOf } from './hookless.js';
+import { lifecycleRecordOf } from './hookless.js';
 
 /**
- * Gives up on a launch for an unrecoverable cause (invalid configuration, every candidate subnet exhausted,
- * instance limits, retries exhausted): logs it, records it on the node item (FAILED + reason), leaves no ENI
- * or lease behind, then completes the lifecycle action with ABANDON so Auto Scaling replaces the instance
- * right away instead of waiting for the hook to time out.
+ * A launch given up for an unrecoverable cause (invalid configuration, every candidate subnet exhausted,
+ * instance limits, retries exhausted): logs it, records it on the node item (FAILED + reason) and leaves no
+ * ENI or lease behind. The launch's finishing point (launch.ts) then ABANDONs the lifecycle action, so Auto
+ * Scaling replaces the instance at once instead of waiting for the hook to time out.
  *
  * Without a hook there is nothing to ABANDON and the instance is left running: its owner (Karpenter, a fleet,
  * whoever called RunInstances) decides its fate, and vpc-lease holds no right to terminate instances. The
  * node's STATUS keeps it NotReady with the reason; the metric raises the same alarm.
  */
-export async function abandonLaunch(
+export async function failNode(
   deps: LifecycleDeps,
   event: LaunchEvent,
   node: NodeRecord | undefined,
   reason: string,
-): Promise<StepOutcome> {
+): Promise<void> {
   const log = deps.logger.child({ instanceId: event.instanceId, flow: 'launch' });
   log.error('abandoning launch', { reason });
   deps.metrics?.add(METRIC_NAMES.launchAbandoned, {
@@ -59,7 +58,7 @@ export async function abandonLaunch(
     if (!(await deps.store.createNode(failed))) {
       // A concurrent invocation created the item meanwhile: abandon on top of what it recorded.
       const current = await deps.store.getNode(arn);
-      if (current && current.phase !== 'FAILED') return abandonLaunch(deps, event, current, reason);
+      if (current && current.phase !== 'FAILED') return failNode(deps, event, current, reason);
     }
   } else if (node.enis.some((e) => e.step === 'ATTACHED' || e.step === 'LEASED')) {
     // Leases may exist: the port removes them only with the whole partition, so the FAILED item is rewritten.
@@ -68,7 +67,4 @@ export async function abandonLaunch(
   } else {
     await deps.store.updateNode(failed, node.version);
   }
-  const outcome = await completeLaunchAction(deps, event.lifecycle, 'ABANDON');
-  if (outcome === 'none') return done(`launch failed (${reason}); no lifecycle hook, the instance stays NotReady`);
-  return done(`launch abandoned (${reason}); lifecycle action ${outcome === 'done' ? 'completed' : 'already gone'}`);
 }

@@ -6,12 +6,24 @@ import { containerPortOf } from '../ec2/prefetched-ec2.js';
 import { ENI_TAGS, eniClientToken, LAUNCH_TEMPLATE_OWNER } from '../ec2/tags.js';
 import { VersionConflictError } from '../errors.js';
 import { maxPodsFor } from '../planner/max-pods.js';
-import { abandonLaunch } from './abandon.js';
-import { type LifecycleDeps, type StepOutcome, wait } from './deps.js';
+import { type LifecycleDeps, type WaitOutcome, wait } from './deps.js';
 import type { LaunchEvent } from './events.js';
 import { isVpcCniEni, vpcCniReason } from './foreign-enis.js';
-import { advanceEnis } from './launch-steps.js';
 import { pendingNodeRecord } from './pending-node.js';
+
+/**
+ * - none: no pod ENI of this cluster's template on the instance: plan and create them instead;
+ * - adopted: the node item written PROVISIONING with the ENIs ATTACHED, ready for the lease step;
+ * - refused: a template ENI failed verification (or is the AWS VPC CNI's): the launch fails with `reason`;
+ * - wait: an ENI or its subnet is not visible yet, or still attaching.
+ */
+export type Adoption =
+  | { readonly kind: 'none' }
+  | { readonly kind: 'adopted'; readonly node: NodeRecord }
+  | { readonly kind: 'refused'; readonly node: NodeRecord | undefined; readonly reason: string }
+  | WaitOutcome;
+
+const NONE: Adoption = { kind: 'none' };
 
 /** A pod ENI from the launch template that is not adopted, and why. */
 export interface AdoptionRefusal {
@@ -27,9 +39,9 @@ const subnetCidrs = new WeakMap<Ec2Port, Map<string, Promise<string | undefined>
  * Launch-template adoption (DESIGN.md): EC2 created and attached the pod ENIs at RunInstances, so a PENDING
  * node only needs them verified and recorded. One DescribeNetworkInterfaces (tags are not in
  * DescribeInstances), then the node item goes PROVISIONING with the ENIs ATTACHED, and the launch's own
- * lease step and completion (launch-steps.ts) write the FREE leases, READY and CONTINUE: no mutating EC2 call.
+ * lease step and completion (launch.ts) write the FREE leases, READY and CONTINUE: no mutating EC2 call.
  *
- * Returns undefined when the instance has no pod ENI of this cluster's template (ENIs of device index ≥ 1
+ * Returns `none` when the instance has no pod ENI of this cluster's template (ENIs of device index ≥ 1
  * that are not tagged for the cluster belong to someone else and are left alone): create-and-attach then
  * plans around them. ENIs of the AWS VPC CNI are the exception: the launch fails (foreign-enis.ts). A template ENI that fails verification is a configuration error every node of the
  * group repeats, so the launch ABANDONs with `config:` and the reasons instead of spending create/attach calls
@@ -45,8 +57,8 @@ export async function adoptTemplateEnis(
   node: NodeRecord | undefined,
   instance: Ec2Instance,
   limits: InstanceLimits,
-): Promise<StepOutcome | undefined> {
-  if (!instance.interfaces.some((i) => (i.attachment?.deviceIndex ?? 0) >= 1)) return undefined;
+): Promise<Adoption> {
+  if (!instance.interfaces.some((i) => (i.attachment?.deviceIndex ?? 0) >= 1)) return NONE;
   const log = deps.logger.child({ instanceId: instance.instanceId, flow: 'launch' });
   const attached = await deps.ec2.describeNetworkInterfaces({ attachedTo: instance.instanceId });
   // DescribeInstances saw them, a lagging DescribeNetworkInterfaces may not yet: wait rather than plan around them.
@@ -56,11 +68,11 @@ export async function adoptTemplateEnis(
   const candidates = attached.filter((e) => (e.attachment?.deviceIndex ?? 0) >= 1);
   const ours = candidates.filter((e) => isTemplateEni(e, deps.config.clusterName));
   const foreign = candidates.filter((e) => !ours.includes(e));
-  const refuse = async (reason: string): Promise<StepOutcome> => {
+  const refuse = async (reason: string): Promise<Adoption> => {
     // Without an item yet, the pending one is written first, so the FAILED item keeps the type and zone.
     const fresh = node ? undefined : pendingNodeRecord(deps, event, instanceArnOf(event), instance, limits);
     const stored = node ?? (fresh && (await deps.store.createNode(fresh)) ? fresh : undefined);
-    return abandonLaunch(deps, event, stored, reason);
+    return { kind: 'refused', node: stored, reason };
   };
   const vpcCni = foreign.filter(isVpcCniEni);
   if (vpcCni.length > 0) return refuse(vpcCniReason(instance.instanceId, vpcCni));
@@ -68,7 +80,7 @@ export async function adoptTemplateEnis(
     log.info('ENIs not tagged as this cluster’s launch-template ENIs are not adopted', {
       enis: foreign.map((e) => e.eniId),
     });
-  if (ours.length === 0) return undefined;
+  if (ours.length === 0) return NONE;
   if (ours.some((e) => e.attachment?.status === 'attaching'))
     return wait('launch-template ENIs still attaching', 'attaching');
   const refusals = ours.flatMap((e) => verify(e, instance, deps.config.prefixDelegation));
@@ -100,7 +112,7 @@ export async function adoptTemplateEnis(
   };
   const saved = node ? await deps.store.updateNode(adopted, node.version) : await createAdopted(deps, adopted);
   log.info('launch-template pod ENIs adopted', { enis: enis.map((e) => ({ eniId: e.eniId, d: e.deviceIndex })) });
-  return advanceEnis(deps, event, saved, instance);
+  return { kind: 'adopted', node: saved };
 }
 
 /** The first write of the node item; losing it to a concurrent invocation is a version conflict (runLaunch waits). */

@@ -1,12 +1,12 @@
 import { RateBudgetDeferral } from '../ec2/rate-budget.js';
-import type { StepOutcome } from './deps.js';
+import type { WaitOutcome } from './deps.js';
 
 /**
  * A launch deferred by the account's EC2 rate budget waits as long as the budget says, with a heartbeat, and
  * is not charged to its retry budget: a busy account is not the node's fault, and abandoning would only
  * replace the instance into the same queue.
  */
-export function budgetWait(...errors: readonly unknown[]): StepOutcome | undefined {
+export function budgetWait(...errors: readonly unknown[]): WaitOutcome | undefined {
   const deferral = errors.find((e): e is RateBudgetDeferral => e instanceof RateBudgetDeferral);
   if (!deferral) return undefined;
   return {

@@ -66,8 +66,11 @@ export type StepOutcome =
       readonly afterS?: number;
     };
 
+/** A `wait` outcome: come back later; what was done is recorded. */
+export type WaitOutcome = Extract<StepOutcome, { kind: 'wait' }>;
+
 export const done = (summary: string): StepOutcome => ({ kind: 'done', summary });
-export const wait = (reason: string, delay: 'attaching' | 'backoff' = 'backoff', cause?: 'account'): StepOutcome => ({
+export const wait = (reason: string, delay: 'attaching' | 'backoff' = 'backoff', cause?: 'account'): WaitOutcome => ({
   kind: 'wait',
   reason,
   delay,

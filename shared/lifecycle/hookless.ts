@@ -1,8 +1,8 @@
-import type { LifecycleActionRef, LifecycleResult } from '../autoscaling/port.js';
+import type { LifecycleActionRef } from '../autoscaling/port.js';
 import type { ControlPlaneConfig } from '../config/control-plane.js';
 import type { LifecycleRef, NodeRecord } from '../domain/node.js';
 import type { Ec2Instance } from '../ec2/port.js';
-import { type LifecycleDeps, type StepOutcome, wait } from './deps.js';
+import { type StepOutcome, wait } from './deps.js';
 import type { LaunchEvent } from './events.js';
 
 /**
@@ -30,19 +30,6 @@ export function lifecycleRecordOf(lifecycle: LifecycleActionRef | undefined): { 
   if (!lifecycle) return {};
   const { autoScalingGroupName, hookName, token } = lifecycle;
   return { lifecycle: { autoScalingGroupName, hookName, token } };
-}
-
-/**
- * Completes the launch's lifecycle action; `none` when the launch came without a hook, so nobody holds the
- * instance and there is nothing to complete.
- */
-export async function completeLaunchAction(
-  deps: LifecycleDeps,
-  lifecycle: LifecycleActionRef | undefined,
-  result: LifecycleResult,
-): Promise<'done' | 'gone' | 'none'> {
-  if (!lifecycle) return 'none';
-  return deps.autoScaling.completeLifecycleAction(lifecycle, result);
 }
 
 /** Back-offs a fresh hook-less event waits out while another event is provisioning the node. */

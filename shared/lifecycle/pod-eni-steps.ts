@@ -24,6 +24,29 @@ import { withdrawLeasesIfNodeLeft } from './withdraw-leases.js';
 /** Phases in which a node's leases may exist; anything else means a terminate got there first. */
 const LEASING_PHASES: ReadonlySet<NodePhase> = new Set(['PROVISIONING', 'READY']);
 
+/**
+ * Passes of the ENI steps one invocation makes at most: a launch needs five (create, attach,
+ * DeleteOnTermination, verify, lease), plus a few per subnet replan or re-attach; past this something keeps
+ * undoing the work, and the caller waits instead of spinning.
+ */
+const MAX_PASSES = 32;
+
+/**
+ * One ENI step's result: its progress `saved` on the node item (the next pass looks at it), or an outcome that
+ * ends this call (wait, refused, gone).
+ */
+type EniStepResult = { readonly kind: 'saved'; readonly node: NodeRecord } | PodEniOutcome;
+
+interface EniStepEntry {
+  /** The ENIs this step works on now; none: the step has nothing to do. */
+  readonly at: (node: NodeRecord) => EniRecord[];
+  readonly run: (node: NodeRecord, enis: readonly EniRecord[]) => Promise<EniStepResult>;
+}
+
+function enisAt(node: NodeRecord, ...steps: EniStep[]): EniRecord[] {
+  return node.enis.filter((e) => steps.includes(e.step));
+}
+
 /** Attachments take seconds in EC2; polling faster only spends DescribeNetworkInterfaces tokens. */
 export const ATTACH_POLL_MS = 250;
 
@@ -63,6 +86,8 @@ class PodEniSteps {
   private readonly write: EniWriter;
   private readonly leased: string[] = [];
   private readonly dropped: EniRecord[] = [];
+  /** Attachments given DeleteOnTermination by this call. */
+  private readonly protectedAttachments = new Set<string>();
 
   /** `known`: the instance as the caller already described it; otherwise read on first need only. */
   constructor(
@@ -98,47 +123,42 @@ class PodEniSteps {
     return { kind: 'wait', node, reason, delay, failures, ...this.progress() } as const;
   }
 
+  /**
+   * The ENI steps in order, each applying to the ENIs its `at` selects: each pass runs the first step that has
+   * ENIs to work on, and the next pass looks again at what it wrote. With none left, every ENI is LEASED.
+   */
+  private readonly steps: readonly EniStepEntry[] = [
+    { at: (n) => enisAt(n, 'PLANNED'), run: (n, planned) => this.createStep(n, planned) },
+    { at: (n) => enisAt(n, 'CREATED'), run: (n, created) => this.stepOver(n, created, (e) => this.attach(e)) },
+    {
+      // Also by what this call did: a writer may keep the stored record when only the flag changed (the pool's
+      // writer drops a same-step write as stale), and the flag is set once per attachment.
+      at: (n) =>
+        enisAt(n, 'ATTACHING', 'ATTACHED').filter(
+          (e) => e.deleteOnTermination !== true && !this.protectedAttachments.has(e.attachmentId ?? ''),
+        ),
+      run: (n, attached) => this.stepOver(n, attached, (e) => this.deleteOnTermination(e)),
+    },
+    { at: (n) => enisAt(n, 'ATTACHING'), run: (n) => this.verifyAttachments(n) },
+    { at: (n) => enisAt(n, 'ATTACHED'), run: (n) => this.leaseStep(n) },
+  ];
+
   async advance(start: NodeRecord): Promise<PodEniOutcome> {
     let node = start;
-    const gone = (): PodEniOutcome => ({ kind: 'gone', ...this.progress() });
-    const at = (...steps: EniStep[]) => node.enis.filter((e) => steps.includes(e.step));
-    // Each pass makes progress or returns; replanning a full subnet excludes it, which bounds the passes.
-    for (let pass = 0; pass < 32; pass += 1) {
-      if (at('PLANNED').length > 0) {
-        const result = await this.createStep(node, at('PLANNED'));
-        if (!result) return gone();
-        if ('kind' in result) return result;
-        node = result;
-        continue;
-      }
-      if (at('CREATED').length > 0) {
-        const result = await this.stepOver(node, at('CREATED'), (e) => this.attach(e));
-        if (!result) return gone();
-        if ('kind' in result) return result;
-        node = result;
-      }
-      const needDot = at('ATTACHING', 'ATTACHED').filter((e) => e.deleteOnTermination !== true);
-      if (needDot.length > 0) {
-        const result = await this.stepOver(node, needDot, (e) => this.deleteOnTermination(e));
-        if (!result) return gone();
-        if ('kind' in result) return result;
-        node = result;
-      }
-      if (at('ATTACHING').length > 0) {
-        const verified = await this.verifyAttachments(node);
-        if (!verified) return gone();
-        node = verified;
-        if (at('CREATED').length > 0) continue;
-        if (at('ATTACHING').length > 0) return this.wait(node, 'attachments in progress', 'attaching');
-      }
-      if (at('ATTACHED').length > 0) {
-        const leasedNode = await this.leaseStep(node);
-        if (!leasedNode) return gone();
-        node = leasedNode;
-      }
-      return { kind: 'done', node, ...this.progress() };
+    // Every pass writes progress or returns; replanning a full subnet excludes it, which bounds the passes.
+    for (let pass = 0; pass < MAX_PASSES; pass += 1) {
+      const next = this.steps.map((s) => ({ s, enis: s.at(node) })).find(({ enis }) => enis.length > 0);
+      if (!next) return { kind: 'done', node, ...this.progress() };
+      const result = await next.s.run(node, next.enis);
+      if (result.kind !== 'saved') return result;
+      node = result.node;
     }
     return this.wait(node, 'pod ENIs made no progress in this invocation', 'backoff');
+  }
+
+  /** The writer's answer as a step result: undefined means the node item is gone or left its phase. */
+  private saved(node: NodeRecord | undefined): EniStepResult {
+    return node ? { kind: 'saved', node } : { kind: 'gone', ...this.progress() };
   }
 
   /** Applies `act` to every ENI in parallel, records what succeeded in one write, then judges the failures. */
@@ -146,7 +166,7 @@ class PodEniSteps {
     node: NodeRecord,
     targets: readonly EniRecord[],
     act: (eni: EniRecord) => Promise<EniRecord>,
-  ): Promise<NodeRecord | PodEniOutcome | undefined> {
+  ): Promise<EniStepResult> {
     const results = await Promise.allSettled(targets.map(act));
     const updated = new Map<number, EniRecord>();
     const failures: StepFailure[] = [];
@@ -156,8 +176,8 @@ class PodEniSteps {
       else failures.push({ eni, err: r.reason });
     });
     const saved = updated.size > 0 ? await this.write(node, updated) : node;
-    if (!saved) return undefined;
-    return failures.length > 0 ? this.judge(saved, failures) : saved;
+    if (!saved || failures.length === 0) return this.saved(saved);
+    return this.judge(saved, failures);
   }
 
   /** Unrecoverable EC2 answers refuse; throttling and eventual consistency wait; anything else is thrown. */
@@ -180,10 +200,7 @@ class PodEniSteps {
     return this.wait(node, `EC2 ${first.action}: ${first.code} (${failures.length} ENI(s))`, 'backoff', failures);
   }
 
-  private async createStep(
-    node: NodeRecord,
-    planned: readonly EniRecord[],
-  ): Promise<NodeRecord | PodEniOutcome | undefined> {
+  private async createStep(node: NodeRecord, planned: readonly EniRecord[]): Promise<EniStepResult> {
     const results = await Promise.allSettled(planned.map((e) => this.create(node, e)));
     const replaced = new Map<number, EniRecord | undefined>();
     const failures: StepFailure[] = [];
@@ -198,10 +215,10 @@ class PodEniSteps {
     }
     // The refusals ride on the same write: the node item says which subnet was full and why.
     const saved = replaced.size > 0 ? await this.write(this.fallback.noted(node), replaced) : node;
-    if (!saved) return undefined;
+    if (!saved) return this.saved(saved);
     if (failures.length > 0) return this.judge(saved, failures);
     const { minLeases } = this.options;
-    if (minLeases === undefined || !this.fallback.refusedAny()) return saved;
+    if (minLeases === undefined || !this.fallback.refusedAny()) return this.saved(saved);
     const possible = Math.min(
       leaseCapFor(saved.maxPods, this.deps.config.maxPods),
       saved.enis.reduce(
@@ -209,7 +226,7 @@ class PodEniSteps {
         0,
       ),
     );
-    if (possible >= minLeases) return saved;
+    if (possible >= minLeases) return this.saved(saved);
     return {
       kind: 'refused',
       node: saved,
@@ -301,14 +318,24 @@ class PodEniSteps {
 
   private async deleteOnTermination(e: EniRecord): Promise<EniRecord> {
     await this.deps.ec2.setDeleteOnTermination(e.eniId!, e.attachmentId!, true);
+    this.protectedAttachments.add(e.attachmentId!);
     return { ...e, deleteOnTermination: true };
   }
 
   /**
    * One Describe for all ENIs still attaching, repeated up to `attachPolls` times while any still is (the
-   * launch looks once and re-enqueues; the pool waits a few seconds inline, since pods wait on it).
+   * launch looks once and re-enqueues; the pool waits a few seconds inline, since pods wait on it). ENIs found
+   * detached go back to CREATED and are attached again; ENIs still attaching after the last look: wait.
    */
-  private async verifyAttachments(start: NodeRecord): Promise<NodeRecord | undefined> {
+  private async verifyAttachments(start: NodeRecord): Promise<EniStepResult> {
+    const node = await this.pollAttachments(start);
+    if (!node) return this.saved(node);
+    if (enisAt(node, 'ATTACHING').length > 0 && enisAt(node, 'CREATED').length === 0)
+      return this.wait(node, 'attachments in progress', 'attaching');
+    return this.saved(node);
+  }
+
+  private async pollAttachments(start: NodeRecord): Promise<NodeRecord | undefined> {
     const polls = Math.max(1, this.options.attachPolls ?? 1);
     let node = start;
     for (let poll = 1; ; poll += 1) {
@@ -339,7 +366,7 @@ class PodEniSteps {
     }
   }
 
-  private async leaseStep(node: NodeRecord): Promise<NodeRecord | undefined> {
+  private async leaseStep(node: NodeRecord): Promise<EniStepResult> {
     const attachedIdx = new Set(node.enis.filter((e) => e.step === 'ATTACHED').map((e) => e.deviceIndex));
     const room = this.options.leaseRoom === undefined ? Infinity : this.options.leaseRoom - this.leased.length;
     const leases = expectedLeases(node, leaseCapFor(node.maxPods, this.deps.config.maxPods))
@@ -361,7 +388,7 @@ class PodEniSteps {
     }
     if (!saved) await this.withdrawIfNodeLeft(node, ips);
     else this.leased.push(...ips);
-    return saved;
+    return this.saved(saved);
   }
 
   /** The lease put raced a terminate (our node write lost to it): take the leases out again. */

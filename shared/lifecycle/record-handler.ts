@@ -1,8 +1,6 @@
-import { instanceArn } from '../domain/arn.js';
 import { heldEc2Tickets } from '../ec2/rate-budget.js';
 import { errorMessage } from '../errors.js';
 import { METRIC_NAMES } from '../metrics.js';
-import { abandonLaunch } from './abandon.js';
 import { DEFAULT_RETRY_POLICY, type LifecycleDeps, type StepOutcome } from './deps.js';
 import {
   type LaunchEvent,
@@ -11,7 +9,7 @@ import {
   type StateChangeEvent,
   type TerminateEvent,
 } from './events.js';
-import { runLaunch } from './launch.js';
+import { abandonLaunch, runLaunch } from './launch.js';
 import { runTerminate } from './terminate.js';
 
 type ActionableEvent = LaunchEvent | TerminateEvent | StateChangeEvent;
@@ -50,9 +48,7 @@ async function settle(deps: LifecycleDeps, event: ActionableEvent, outcome: Step
   if (waitedS + charged > policy.maxWaitS) {
     const reason = `retries-exhausted: gave up after waiting ${waitedS} s over ${event.retry.attempt} attempts; last: ${outcome.reason}`;
     if (event.kind === 'launch') {
-      const arn = instanceArn(event.region, event.accountId, event.instanceId, event.partition);
-      const node = await deps.store.getNode(arn);
-      const result = await abandonLaunch(deps, event, node, reason);
+      const result = await abandonLaunch(deps, event, reason);
       log.error(result.kind === 'done' ? result.summary : reason);
       return;
     }

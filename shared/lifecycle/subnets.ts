@@ -2,7 +2,7 @@ import type { ControlPlaneConfig } from '../config/control-plane.js';
 import type { Ec2Instance, Ec2Port, Ec2Subnet } from '../ec2/port.js';
 
 /**
- * The candidate pod subnets of an instance (seed #32): the configured `podSubnetIds`, or the subnets carrying
+ * The candidate pod subnets of an instance: the configured `podSubnetIds`, or the subnets carrying
  * every `podSubnetTags` tag in the instance's VPC, or by default the boot ENI's own subnet. The planner keeps
  * those in the instance's AZ.
  */

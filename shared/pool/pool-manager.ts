@@ -1,3 +1,4 @@
+import { isInstanceProvisionable } from '../domain/instance-states.js';
 import type { Lease } from '../domain/lease.js';
 import type { NodeRecord } from '../domain/node.js';
 import type { Ec2Instance } from '../ec2/port.js';
@@ -47,8 +48,6 @@ export function targetsOf(deps: PoolDeps, node: NodeRecord): PoolTargets {
     maxLeases: leaseCapFor(node.maxPods, config.maxPods),
   };
 }
-
-const RUNNING_STATES = new Set(['pending', 'running']);
 
 /** The instance is stopping, terminated or not visible: nothing to add (terminate or the reconciler clean up). */
 export class InstanceNotRunningError extends VpcLeaseError {
@@ -112,7 +111,8 @@ export async function manageNodePool(deps: PoolDeps, instanceArn: string): Promi
     const readInstance = async (): Promise<Ec2Instance> => {
       if (!instance) {
         const seen = await deps.ec2.describeInstance(node.instanceId);
-        if (!seen || !RUNNING_STATES.has(seen.state)) throw new InstanceNotRunningError(node.instanceId, seen?.state);
+        if (!seen || !isInstanceProvisionable(seen.state))
+          throw new InstanceNotRunningError(node.instanceId, seen?.state);
         instance = seen;
       }
       return instance;

@@ -1,4 +1,5 @@
 import { parseInstanceArn } from '../domain/arn.js';
+import { isInstanceLive } from '../domain/instance-states.js';
 import type { NodeRecord } from '../domain/node.js';
 import type { Ec2Eni } from '../ec2/port.js';
 import { ENI_TAGS } from '../ec2/tags.js';
@@ -14,12 +15,7 @@ import { ENI_TAGS } from '../ec2/tags.js';
  */
 export const GC_MARK_TAG: string = ENI_TAGS.gcMarkedAt;
 
-/** Instance states in which an instance still owns its ENIs. Anything else (terminated, unknown) is gone. */
-const LIVE_INSTANCE_STATES = new Set(['pending', 'running', 'stopping', 'stopped', 'shutting-down']);
-
-export function isInstanceLive(state: string | undefined): boolean {
-  return state !== undefined && LIVE_INSTANCE_STATES.has(state);
-}
+export { isInstanceLive } from '../domain/instance-states.js';
 
 export interface EniGcInput {
   readonly nowMs: number;

@@ -20,7 +20,7 @@ describe('Chaos: seeded schedules through the whole control plane', () => {
     async (seed) => {
       const schedule = scheduleFor(seed);
       const result = await runSchedule(schedule);
-      expect(result.violations, `seed ${seed}: ${describeSchedule(schedule)}`).toEqual([]);
+      expect(result.violations, `seed ${seed}: ${describeSchedule(schedule)}; trail ${result.trailFile}`).toEqual([]);
       // The schedule really ran: its instances launched and the kubelets got addresses.
       expect(result.stats.instancesLaunched).toBeGreaterThanOrEqual(schedule.instances);
       expect(result.stats.kubeletPods).toBeGreaterThan(0);

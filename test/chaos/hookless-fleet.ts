@@ -70,11 +70,4 @@ export class HooklessFleet {
     if (this.c.outcomes.length > 0) out.push(`${this.c.outcomes.length} lifecycle actions without any hook`);
     return out;
   }
-
-  /** Launches that ended FAILED (the hook-less counterpart of ABANDON). */
-  async failed(): Promise<number> {
-    let n = 0;
-    for (const id of this.launched) if ((await this.c.deps.store.getNode(this.c.arnOf(id)))?.phase === 'FAILED') n += 1;
-    return n;
-  }
 }

@@ -14,7 +14,9 @@ import { CrashSwitch, crashable } from '../control-plane/support/crash.js';
 import { FILL_POD_TAG, fillSubnet, seedFillSubnets } from './fill-subnets.js';
 import { HooklessFleet } from './hookless-fleet.js';
 import { runKubeletLoops } from './kubelet.js';
+import { launchOutcomeViolations } from './outcomes.js';
 import type { ChaosSchedule } from './schedule.js';
+import { ChaosTrail, DEFAULT_TRAIL_DIR } from './trail.js';
 
 /** Real ms per AWS ms: attach 3 s → 150 ms, boot 15 s → 750 ms, the 300 s hook timeout → 15 s. */
 const TIME_SCALE = 0.05;
@@ -29,6 +31,8 @@ export interface ScheduleResult {
   readonly seed: number;
   readonly ok: boolean;
   readonly violations: readonly string[];
+  /** The failed schedule's trail (trail.ts): phases, events, every port call, the lifecycle's log lines. */
+  readonly trailFile?: string;
   readonly stats: {
     readonly instancesLaunched: number;
     readonly continued: number;
@@ -83,11 +87,16 @@ function crashingDeps(schedule: ChaosSchedule, random: () => number, crashes: { 
  * find nothing — plus: every launch action completed (none left to time out unless the schedule forced a short
  * timeout), no duplicate address, no lost lease, nothing in the DLQ.
  */
-export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResult> {
+export async function runSchedule(
+  schedule: ChaosSchedule,
+  options: { readonly trailDir?: string } = {},
+): Promise<ScheduleResult> {
   const started = Date.now();
   const random = seededRandom(schedule.seed);
   const crashes = { n: 0 };
   const violations: string[] = [];
+  const trail = new ChaosTrail();
+  const crashing = crashingDeps(schedule, random, crashes);
   const c = await ControlPlaneCloud.start({
     timeScale: TIME_SCALE,
     seed: schedule.seed,
@@ -110,14 +119,31 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
     // real time while everything else is scaled 20×, and a loaded machine stretches an invocation further:
     // 3600 AWS s (180 real s) is that slack.
     hookTimeoutS: schedule.shortHookTimeoutS ?? 3600,
-    wrapDeps: crashingDeps(schedule, random, crashes),
+    wrapDeps: (deps, id, delivery) => trail.deps(crashing(deps, id, delivery), id, delivery),
   });
+  c.cloud.bus.subscribe((event) => trail.event(event));
   const fleet = schedule.hookless ? new HooklessFleet(c) : undefined;
   let lateEventsReplayed = 0;
   let kubeletPods = 0;
   let deleted = 0;
   let burst: NodeJS.Timeout | undefined;
   let filling: Promise<unknown> | undefined;
+  let victim: string | undefined;
+  const facts = async () => ({
+    schedule,
+    nodes: await c.deps.store.listNodes(),
+    hookResults: c.outcomes,
+    queue: c.queue.counts(),
+    dlq: c.dlq.counts(),
+    deliveries: Object.fromEntries(c.deliveries),
+    instances: Object.fromEntries(
+      [...new Set([...(fleet?.launched ?? []), ...c.groupInstances(GROUP).map((i) => i.instanceId)])].map((id) => [
+        id,
+        c.cloud.ec2.api.getInstance(id)?.state,
+      ]),
+    ),
+  });
+  trail.phase('start');
   try {
     const fill = schedule.fillSubnets ? await seedFillSubnets(c) : undefined;
     const admin = c.cloud.ec2.admin;
@@ -170,7 +196,7 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
 
     if (schedule.terminateMidProvisioning > 0) {
       // The first launch still in its hook; '' when every launch finished before one could be picked.
-      const victim = await waitFor(() => {
+      victim = await waitFor(() => {
         if (fleet) return fleet.victim();
         const instances = c.groupInstances(GROUP);
         const waiting = instances.find((i) => i.lifecycleState === 'Pending:Wait')?.instanceId;
@@ -180,6 +206,7 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
           : undefined;
       }, REAL_LIMIT_MS);
       if (victim) c.cloud.ec2.api.terminateInstance(victim);
+      trail.phase(`terminated mid-provisioning: ${victim || 'none'}`);
     }
 
     const settled = async (timeoutMs: number): Promise<boolean> =>
@@ -198,11 +225,15 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
     if (!(await settled(REAL_LIMIT_MS)))
       violations.push(`scale-out did not settle: ${JSON.stringify(c.groupInstances(GROUP))}`);
     if (filling) await filling;
+    trail.phase('scale-out settled');
+    // Read before the scale-in turns every node GONE: how each launch ended.
+    const nodesAtSettle = await c.deps.store.listNodes();
+    violations.push(...launchOutcomeViolations({ hookResults: c.outcomes, nodes: nodesAtSettle, victim }));
     const abandonedNow = c.outcomes.filter((o) => o.result === 'ABANDON').length;
     if (fill && abandonedNow > 0)
       violations.push(`full subnets: ${abandonedNow} launch(es) abandoned though ${fill.spare} had room for them`);
     // A fragmented subnet still shows the most free addresses: a later launch must have met its refusal.
-    const refusedNodes = (await c.deps.store.listNodes()).filter((n) => (n.subnetRefusals ?? []).length > 0);
+    const refusedNodes = nodesAtSettle.filter((n) => (n.subnetRefusals ?? []).length > 0);
     if (schedule.fillSubnets === 'fragment' && refusedNodes.length === 0)
       violations.push(`full subnets: no node item recorded a refusal of the fragmented ${fill?.filled}`);
 
@@ -222,6 +253,7 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
       const store = new DynamoLeaseStore({ api, tableName: TABLE });
       const k = await runKubeletLoops(store, ready.instanceArn, schedule.kubeletLoops, schedule.kubeletMs);
       kubeletPods = k.pods;
+      trail.phase('kubelets done');
       if (k.duplicates > 0) violations.push(`invariant 1: ${k.duplicates} duplicate address holdings`);
       if (k.leftClaimed > 0) violations.push(`lost leases: ${k.leftClaimed} still CLAIMED after every DEL`);
       const iam = c.cloud.iam.counts;
@@ -240,6 +272,7 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
         lateEventsReplayed += 1;
       }
       if (!(await settled(REAL_LIMIT_MS))) violations.push('late events did not settle');
+      trail.phase('late events settled');
     }
 
     if (schedule.scaleInAtEnd) {
@@ -259,6 +292,7 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
         );
       }, REAL_LIMIT_MS);
       if (!gone) violations.push('scale-in did not settle');
+      trail.phase('scale-in settled');
     }
 
     // One reconcile: the scheduled pass, run twice back to back so its mark is followed by its delete.
@@ -273,6 +307,7 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
     };
     for (let pass = 0; pass < 2; pass++) deleted += (await reconcile(reconcileDeps)).deleted.length;
 
+    trail.phase('reconciled');
     const report = await c.check(10 * 60_000);
     violations.push(...formatViolations(report).split('\n').filter(Boolean));
     if (schedule.scaleInAtEnd) {
@@ -309,29 +344,45 @@ export async function runSchedule(schedule: ChaosSchedule): Promise<ScheduleResu
     }
 
     const counts = admin.counts();
-    return {
-      seed: schedule.seed,
-      ok: violations.length === 0,
-      violations,
-      stats: {
-        instancesLaunched: fleet ? fleet.launched.length : launched.size,
-        continued: fleet
-          ? (await c.deps.store.listNodes()).filter((n) => n.phase === 'READY').length
-          : c.outcomes.filter((o) => o.result === 'CONTINUE').length,
-        abandoned: fleet ? await fleet.failed() : c.outcomes.filter((o) => o.result === 'ABANDON').length,
-        timedOut,
-        crashes: crashes.n,
-        ec2Faulted: Object.values(counts).reduce((s, a) => s + a.faulted, 0),
-        ec2Throttled: Object.values(counts).reduce((s, a) => s + a.throttled, 0),
-        dynamoThrottled: [...c.dynamo.throttled.values()].reduce((s, n) => s + n, 0),
-        deliveries: [...c.deliveries.values()].reduce((s, n) => s + n, 0),
-        lateEventsReplayed,
-        kubeletPods,
-        enisDeletedByReconcile: deleted,
-        nodesWithSubnetRefusals: refusedNodes.length,
-        wallMs: Date.now() - started,
-      },
+    trail.phase('checked');
+    const stats: ScheduleResult['stats'] = {
+      instancesLaunched: fleet ? fleet.launched.length : launched.size,
+      continued: fleet
+        ? nodesAtSettle.filter((n) => n.phase === 'READY' && fleet.launched.includes(n.instanceId)).length
+        : c.outcomes.filter((o) => o.result === 'CONTINUE').length,
+      abandoned: fleet
+        ? nodesAtSettle.filter((n) => n.phase === 'FAILED').length
+        : c.outcomes.filter((o) => o.result === 'ABANDON').length,
+      timedOut,
+      crashes: crashes.n,
+      ec2Faulted: Object.values(counts).reduce((s, a) => s + a.faulted, 0),
+      ec2Throttled: Object.values(counts).reduce((s, a) => s + a.throttled, 0),
+      dynamoThrottled: [...c.dynamo.throttled.values()].reduce((s, n) => s + n, 0),
+      deliveries: [...c.deliveries.values()].reduce((s, n) => s + n, 0),
+      lateEventsReplayed,
+      kubeletPods,
+      enisDeletedByReconcile: deleted,
+      nodesWithSubnetRefusals: refusedNodes.length,
+      wallMs: Date.now() - started,
     };
+    const trailFile =
+      violations.length > 0
+        ? await trail.write(options.trailDir ?? DEFAULT_TRAIL_DIR, schedule.seed, {
+            violations,
+            stats,
+            ec2Calls: counts,
+            ...(await facts()),
+          })
+        : undefined;
+    return { seed: schedule.seed, ok: violations.length === 0, violations, ...(trailFile ? { trailFile } : {}), stats };
+  } catch (err) {
+    // A schedule that threw is diagnosed from the same trail; the caller reports the error itself.
+    const crashedFacts = await facts().catch((e: unknown) => ({ factsUnreadable: String(e) }));
+    const file = await trail.write(options.trailDir ?? DEFAULT_TRAIL_DIR, schedule.seed, {
+      violations: [...violations, `schedule threw: ${err instanceof Error ? err.stack : String(err)}`],
+      ...crashedFacts,
+    });
+    throw new Error(`${err instanceof Error ? err.message : String(err)} (trail: ${file})`, { cause: err });
   } finally {
     clearTimeout(burst);
     await c.close();

@@ -3,7 +3,8 @@
  * each followed by the invariant checks (run-schedule.ts). Prints one line per schedule and a JSON summary;
  * exits 1 on any violation. `--count N`, `--seed FIRST` (replay one: `--seed 17 --count 1`), `--workers N`
  * (schedules mostly wait on simulated time, so a few processes side by side finish sooner; each has its own
- * local cloud and environment).
+ * local cloud and environment), `--out DIR` (or CHAOS_OUT; default .test-results/chaos): where each failed
+ * schedule writes its trail (trail.ts), named on the FAIL line.
  */
 import { spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
@@ -11,24 +12,27 @@ import { machineInfo } from '../bench/machine.js';
 import { describeSchedule } from './describe.js';
 import { runSchedule, type ScheduleResult } from './run-schedule.js';
 import { scheduleFor } from './schedule.js';
+import { DEFAULT_TRAIL_DIR } from './trail.js';
 
 const { values } = parseArgs({
   options: {
     count: { type: 'string' },
     seed: { type: 'string' },
     workers: { type: 'string' },
+    out: { type: 'string' },
     worker: { type: 'boolean', default: false },
   },
 });
 const count = Number(values.count ?? 200);
 const first = Number(values.seed ?? 1);
 const workers = Math.max(1, Number(values.workers ?? 3));
+const trailDir = values.out ?? process.env['CHAOS_OUT'] ?? DEFAULT_TRAIL_DIR;
 
 async function runSeeds(seeds: number[], emit: (r: ScheduleResult) => void): Promise<void> {
   for (const seed of seeds) {
     let result: ScheduleResult;
     try {
-      result = await runSchedule(scheduleFor(seed));
+      result = await runSchedule(scheduleFor(seed), { trailDir });
     } catch (err) {
       result = {
         seed,
@@ -46,6 +50,7 @@ function print(result: ScheduleResult): void {
     `${result.ok ? 'ok  ' : 'FAIL'} seed ${result.seed} ${describeSchedule(scheduleFor(result.seed))} ${JSON.stringify(result.stats)}`,
   );
   for (const v of result.violations) console.log(`     ${v}`);
+  if (result.trailFile) console.log(`     trail: ${result.trailFile}`);
 }
 
 /** Runs `seeds` in a child process of this script; its results come back as JSON lines. */
@@ -53,7 +58,17 @@ function worker(seeds: number[], emit: (r: ScheduleResult) => void): Promise<voi
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      [...process.execArgv, process.argv[1]!, '--worker', '--seed', String(seeds[0]), '--count', String(seeds.length)],
+      [
+        ...process.execArgv,
+        process.argv[1]!,
+        '--worker',
+        '--seed',
+        String(seeds[0]),
+        '--count',
+        String(seeds.length),
+        '--out',
+        trailDir,
+      ],
       { stdio: ['ignore', 'pipe', 'inherit'], env: process.env },
     );
     let buffer = '';

@@ -1,139 +1,34 @@
 import {
-  AutoScalingClient,
   CompleteLifecycleActionCommand,
   CreateAutoScalingGroupCommand,
   DeleteAutoScalingGroupCommand,
-  DescribeAutoScalingGroupsCommand,
-  DescribeAutoScalingInstancesCommand,
-  DescribeLifecycleHooksCommand,
-  PutLifecycleHookCommand,
   RecordLifecycleActionHeartbeatCommand,
-  SetDesiredCapacityCommand,
   TerminateInstanceInAutoScalingGroupCommand,
 } from '@aws-sdk/client-auto-scaling';
-import { CreateLaunchTemplateCommand, DescribeInstancesCommand, EC2Client } from '@aws-sdk/client-ec2';
+import { CreateLaunchTemplateCommand, DescribeInstancesCommand } from '@aws-sdk/client-ec2';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { AutoScalingSimulatorHandle } from '../../infra/local/autoscaling/index.js';
-import { startAutoScalingSimulator } from '../../infra/local/autoscaling/index.js';
-import type { Ec2SimulatorServer } from '../../infra/local/ec2/index.js';
-import { startEc2Simulator } from '../../infra/local/ec2/index.js';
-import { EventBus } from '../../infra/local/events/bus.js';
-import type { BusEvent, LifecycleActionDetail } from '../../infra/local/events/event.js';
-import type { SimScheduler } from '../../infra/local/events/scheduler.js';
-import { createScheduler } from '../../infra/local/events/scheduler.js';
-import { queueTarget } from '../../infra/local/events/targets.js';
-import { SqsEngine } from '../../infra/local/sqs/engine.js';
-import type { Queue } from '../../infra/local/sqs/queue.js';
-import { ACCOUNT, eventually, LOCAL_CREDENTIALS, REGION, sleepMs } from './helpers.js';
+import { type AsgFixture, LAUNCHING, startAsgFixture } from './autoscaling-fixture.js';
+import { ACCOUNT, eventually, REGION, sleepMs } from './helpers.js';
 
-// 1 simulated second = 20 real ms: a 30 s hook times out after 0.6 s, EC2's 15 s boot takes 0.3 s.
-const TIME_SCALE = 0.02;
-const LAUNCHING = 'autoscaling:EC2_INSTANCE_LAUNCHING';
-const TERMINATING = 'autoscaling:EC2_INSTANCE_TERMINATING';
-
-describe('Auto Scaling simulator over the Query protocol', () => {
-  let scheduler: SimScheduler;
-  let ec2Sim: Ec2SimulatorServer;
-  let asg: AutoScalingSimulatorHandle;
-  let client: AutoScalingClient;
-  let ec2: EC2Client;
-  let bus: EventBus;
-  let engine: SqsEngine;
-  let subnetA: string;
-  let subnetB: string;
-  let n = 0;
-
+describe('Auto Scaling simulator over the Query protocol: lifecycle actions', () => {
+  let f: AsgFixture;
+  let client: AsgFixture['client'];
+  let ec2: AsgFixture['ec2'];
+  let ec2Sim: AsgFixture['ec2Sim'];
+  let subnetA: AsgFixture['subnetA'];
+  let subnetB: AsgFixture['subnetB'];
   beforeAll(async () => {
-    scheduler = createScheduler({ timeScale: TIME_SCALE });
-    ec2Sim = await startEc2Simulator({ timeScale: TIME_SCALE, region: REGION, accountId: ACCOUNT, seed: 7 });
-    const vpc = ec2Sim.admin.seedVpc('10.0.0.0/16');
-    subnetA = ec2Sim.admin.seedSubnet(vpc.vpcId, '10.0.1.0/24', 'us-east-1a').subnetId;
-    subnetB = ec2Sim.admin.seedSubnet(vpc.vpcId, '10.0.2.0/24', 'us-east-1b').subnetId;
-    bus = new EventBus();
-    engine = new SqsEngine({ scheduler, region: REGION, accountId: ACCOUNT });
-    asg = await startAutoScalingSimulator({ ec2: ec2Sim.api, scheduler, emit: (e) => bus.put(e) });
-    client = new AutoScalingClient({
-      endpoint: asg.endpoint,
-      region: REGION,
-      credentials: LOCAL_CREDENTIALS,
-      maxAttempts: 1,
-    });
-    ec2 = new EC2Client({ endpoint: ec2Sim.endpoint, region: REGION, credentials: LOCAL_CREDENTIALS, maxAttempts: 1 });
+    f = await startAsgFixture();
+    ({ client, ec2, ec2Sim, subnetA, subnetB } = f);
   });
-  afterEach(() => {
-    for (const rule of bus.listRules()) bus.deleteRule(rule.name);
-  });
+  afterEach(() => f.clearRules());
   afterAll(async () => {
-    client.destroy();
-    ec2.destroy();
-    await asg.close();
-    engine.close();
-    await ec2Sim.close();
-    scheduler.close();
+    await f.close();
   });
-
-  /** A group whose lifecycle events land in a fresh queue. */
-  const group = async (
-    hooks: { name: string; transition: string; timeoutS?: number; defaultResult?: string; metadata?: string }[],
-    desired: number,
-    max = 4,
-  ): Promise<{ name: string; queue: Queue }> => {
-    n += 1;
-    const name = `asg-${n}`;
-    const queue = engine.createQueue(`events-${n}`);
-    bus.putRule({
-      name: `rule-${n}`,
-      eventPattern: { source: ['aws.autoscaling'], detail: { AutoScalingGroupName: [name] } },
-      targets: [queueTarget(queue)],
-    });
-    await client.send(
-      new CreateAutoScalingGroupCommand({
-        AutoScalingGroupName: name,
-        MinSize: 0,
-        MaxSize: max,
-        DesiredCapacity: desired,
-        VPCZoneIdentifier: `${subnetA},${subnetB}`,
-        MixedInstancesPolicy: {
-          LaunchTemplate: {
-            LaunchTemplateSpecification: { LaunchTemplateName: 'nodes', Version: '$Latest' },
-            Overrides: [{ InstanceType: 'm5.large' }],
-          },
-        },
-        Tags: [{ Key: 'cluster', Value: 'c1', PropagateAtLaunch: true }],
-        LifecycleHookSpecificationList: hooks.map((h) => ({
-          LifecycleHookName: h.name,
-          LifecycleTransition: h.transition,
-          HeartbeatTimeout: h.timeoutS ?? 7200,
-          DefaultResult: h.defaultResult ?? 'ABANDON',
-          ...(h.metadata ? { NotificationMetadata: h.metadata } : {}),
-        })),
-      }),
-    );
-    return { name, queue };
-  };
-
-  const describeGroup = async (name: string) =>
-    (await client.send(new DescribeAutoScalingGroupsCommand({ AutoScalingGroupNames: [name] }))).AutoScalingGroups![0]!;
-
-  const nextEvents = async (queue: Queue, count: number): Promise<BusEvent<LifecycleActionDetail>[]> => {
-    const out: BusEvent<LifecycleActionDetail>[] = [];
-    await eventually(
-      async () => {
-        for (const m of await queue.receive({ maxMessages: 10 })) {
-          out.push(JSON.parse(m.body) as BusEvent<LifecycleActionDetail>);
-          queue.delete(m.receiptHandle);
-        }
-        return out.length >= count;
-      },
-      { what: `${count} lifecycle events` },
-    );
-    return out;
-  };
-
-  const ec2State = async (instanceId: string): Promise<string | undefined> => {
-    const out = await ec2.send(new DescribeInstancesCommand({ InstanceIds: [instanceId] }));
-    return out.Reservations?.[0]?.Instances?.[0]?.State?.Name;
-  };
+  const group: AsgFixture['group'] = (...args) => f.group(...args);
+  const describeGroup: AsgFixture['describeGroup'] = (name) => f.describeGroup(name);
+  const nextEvents: AsgFixture['nextEvents'] = (queue, count) => f.nextEvents(queue, count);
+  const ec2State: AsgFixture['ec2State'] = (id) => f.ec2State(id);
 
   it('launches through EC2 into Pending:Wait and emits the launch lifecycle event exactly as AWS documents', async () => {
     const { name, queue } = await group([{ name: 'launch', transition: LAUNCHING, metadata: 'meta' }], 2);
@@ -196,8 +91,7 @@ describe('Auto Scaling simulator over the Query protocol', () => {
         },
       }),
     );
-    n += 1;
-    const name = `asg-${n}`;
+    const name = f.nextGroupName();
     await client.send(
       new CreateAutoScalingGroupCommand({
         AutoScalingGroupName: name,
@@ -417,151 +311,6 @@ describe('Auto Scaling simulator over the Query protocol', () => {
       }),
     );
     await eventually(async () => (await describeGroup(name)).Instances?.[0]?.LifecycleState === 'InService');
-    await client.send(new DeleteAutoScalingGroupCommand({ AutoScalingGroupName: name, ForceDelete: true }));
-  });
-
-  it('runs terminate hooks on TerminateInstanceInAutoScalingGroup and terminates the EC2 instance on completion', async () => {
-    const { name, queue } = await group([{ name: 'drain', transition: TERMINATING }], 2);
-    await eventually(
-      async () => (await describeGroup(name)).Instances?.every((i) => i.LifecycleState === 'InService'),
-      {
-        what: 'both InService',
-      },
-    );
-    const victim = (await describeGroup(name)).Instances![0]!.InstanceId!;
-    const out = await client.send(
-      new TerminateInstanceInAutoScalingGroupCommand({ InstanceId: victim, ShouldDecrementDesiredCapacity: true }),
-    );
-    expect(out.Activity?.Description).toBe(`Terminating EC2 instance: ${victim}`);
-    const described = await describeGroup(name);
-    expect(described.DesiredCapacity).toBe(1);
-    expect(described.Instances!.find((i) => i.InstanceId === victim)?.LifecycleState).toBe('Terminating:Wait');
-    expect(await ec2State(victim)).toBe('running');
-    const [event] = await nextEvents(queue, 1);
-    expect(event).toMatchObject({
-      'detail-type': 'EC2 Instance-terminate Lifecycle Action',
-      detail: {
-        EC2InstanceId: victim,
-        LifecycleTransition: TERMINATING,
-        Origin: 'AutoScalingGroup',
-        Destination: 'EC2',
-      },
-    });
-    expect(event!.detail).not.toHaveProperty('NotificationMetadata');
-    await client.send(
-      new CompleteLifecycleActionCommand({
-        AutoScalingGroupName: name,
-        LifecycleHookName: 'drain',
-        LifecycleActionToken: event!.detail.LifecycleActionToken,
-        LifecycleActionResult: 'CONTINUE',
-      }),
-    );
-    expect(['shutting-down', 'terminated']).toContain(await ec2State(victim));
-    const after = await describeGroup(name);
-    expect(after.Instances!.map((i) => i.InstanceId)).not.toContain(victim);
-    expect(after.Instances).toHaveLength(1);
-    await client.send(new DeleteAutoScalingGroupCommand({ AutoScalingGroupName: name, ForceDelete: true }));
-  });
-
-  it('validates SetDesiredCapacity against the group bounds and scales in and out', async () => {
-    const { name } = await group([], 1, 2);
-    await expect(
-      client.send(new SetDesiredCapacityCommand({ AutoScalingGroupName: name, DesiredCapacity: 3 })),
-    ).rejects.toMatchObject({
-      name: 'ValidationError',
-      message: 'New SetDesiredCapacity value 3 is above max value 2 for the AutoScalingGroup.',
-    });
-    await client.send(new SetDesiredCapacityCommand({ AutoScalingGroupName: name, DesiredCapacity: 2 }));
-    expect((await describeGroup(name)).Instances).toHaveLength(2);
-    await client.send(new SetDesiredCapacityCommand({ AutoScalingGroupName: name, DesiredCapacity: 0 }));
-    expect((await describeGroup(name)).Instances).toHaveLength(0);
-    await expect(
-      client.send(new SetDesiredCapacityCommand({ AutoScalingGroupName: 'missing', DesiredCapacity: 1 })),
-    ).rejects.toMatchObject({ name: 'ValidationError' });
-    await client.send(new DeleteAutoScalingGroupCommand({ AutoScalingGroupName: name }));
-    expect(
-      (await client.send(new DescribeAutoScalingGroupsCommand({ AutoScalingGroupNames: [name] }))).AutoScalingGroups,
-    ).toEqual([]);
-  });
-
-  it('refuses a second group of the same name', async () => {
-    const { name } = await group([], 0);
-    await expect(
-      client.send(
-        new CreateAutoScalingGroupCommand({
-          AutoScalingGroupName: name,
-          MinSize: 0,
-          MaxSize: 1,
-          VPCZoneIdentifier: subnetA,
-          LaunchTemplate: { LaunchTemplateName: 'nodes' },
-        }),
-      ),
-    ).rejects.toMatchObject({ name: 'AlreadyExistsFault' });
-    await client.send(new DeleteAutoScalingGroupCommand({ AutoScalingGroupName: name }));
-  });
-
-  it('describes hooks and instances, and creates and updates hooks with PutLifecycleHook', async () => {
-    const { name } = await group([], 1);
-    await client.send(
-      new PutLifecycleHookCommand({
-        AutoScalingGroupName: name,
-        LifecycleHookName: 'launch',
-        LifecycleTransition: LAUNCHING,
-        HeartbeatTimeout: 300,
-        DefaultResult: 'CONTINUE',
-        NotificationMetadata: '{"cluster":"c1"}',
-      }),
-    );
-    await client.send(
-      new PutLifecycleHookCommand({ AutoScalingGroupName: name, LifecycleHookName: 'launch', HeartbeatTimeout: 600 }),
-    );
-    const hooks = await client.send(new DescribeLifecycleHooksCommand({ AutoScalingGroupName: name }));
-    expect(hooks.LifecycleHooks).toEqual([
-      {
-        LifecycleHookName: 'launch',
-        AutoScalingGroupName: name,
-        LifecycleTransition: LAUNCHING,
-        NotificationMetadata: '{"cluster":"c1"}',
-        HeartbeatTimeout: 600,
-        GlobalTimeout: 60_000,
-        DefaultResult: 'CONTINUE',
-      },
-    ]);
-    await expect(
-      client.send(
-        new PutLifecycleHookCommand({
-          AutoScalingGroupName: name,
-          LifecycleHookName: 'x',
-          LifecycleTransition: LAUNCHING,
-          HeartbeatTimeout: 10,
-        }),
-      ),
-    ).rejects.toMatchObject({ name: 'ValidationError' });
-    const instanceId = (await describeGroup(name)).Instances![0]!.InstanceId!;
-    const described = await client.send(new DescribeAutoScalingInstancesCommand({ InstanceIds: [instanceId] }));
-    expect(described.AutoScalingInstances).toEqual([
-      expect.objectContaining({
-        InstanceId: instanceId,
-        AutoScalingGroupName: name,
-        InstanceType: 'm5.large',
-        HealthStatus: 'HEALTHY',
-      }),
-    ]);
-    await client.send(new DeleteAutoScalingGroupCommand({ AutoScalingGroupName: name, ForceDelete: true }));
-  });
-
-  it('replaces an instance terminated behind its back through EC2', async () => {
-    const { name } = await group([], 1);
-    const original = (await describeGroup(name)).Instances![0]!.InstanceId!;
-    ec2Sim.api.terminateInstance(original);
-    const replacement = await eventually(
-      async () => {
-        const ids = ((await describeGroup(name)).Instances ?? []).map((i) => i.InstanceId!);
-        return ids.length === 1 && ids[0] !== original ? ids[0] : undefined;
-      },
-      { what: 'replacement instance' },
-    );
-    expect(replacement).toMatch(/^i-/);
     await client.send(new DeleteAutoScalingGroupCommand({ AutoScalingGroupName: name, ForceDelete: true }));
   });
 });

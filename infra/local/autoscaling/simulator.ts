@@ -5,9 +5,10 @@ import type { Logger } from '../../../shared/log.js';
 import { silentLogger } from '../../../shared/log.js';
 import type { BusEvent } from '../events/event.js';
 import type { SimScheduler } from '../events/scheduler.js';
-import type { Ec2SimulatorApi, InstanceStateChange } from '../ports.js';
+import type { InstanceStateChange } from '../ports.js';
 import { finishActivity, startActivity } from './activities.js';
 import { asgErrors } from './errors.js';
+import { type InstanceSource, launchGroupInstance } from './launch-instance.js';
 import type { ActionRef } from './lifecycle-actions.js';
 import { LAUNCHING, LifecycleActions, TERMINATING } from './lifecycle-actions.js';
 import type { Activity, Group, GroupInstance, GroupTag, LaunchTemplateSpec, LifecycleHook } from './model.js';
@@ -19,16 +20,12 @@ export type { ActionRef } from './lifecycle-actions.js';
 export { LAUNCHING, TERMINATING } from './lifecycle-actions.js';
 export type { PutHookInput } from './rules.js';
 
-export interface AutoScalingSimulatorOptions {
-  readonly ec2: Ec2SimulatorApi;
+export interface AutoScalingSimulatorOptions extends InstanceSource {
   readonly scheduler: SimScheduler;
   /** Where lifecycle-action events go (the EventBridge bus). */
   readonly emit?: (event: BusEvent) => void;
   /** Direct hook notifications to a NotificationTargetARN (an SQS queue), in Auto Scaling's message format. */
   readonly notify?: (targetArn: string, body: string) => void;
-  /** Instance type of a launch template the simulator cannot look up (EC2 launch templates are not modelled). */
-  readonly resolveInstanceType?: (template: LaunchTemplateSpec) => string | undefined;
-  readonly defaultInstanceType?: string;
   /** Simulated seconds before a failed launch is retried. */
   readonly launchRetryS?: number;
   readonly log?: Logger;
@@ -309,39 +306,9 @@ export class AutoScalingSimulator {
 
   private launch(group: Group): boolean {
     const subnetId = pickSubnet(group);
-    // A template the EC2 simulator holds brings its NetworkInterfaces (pod ENIs created at launch) and tags.
-    const template = group.launchTemplate
-      ? this.options.ec2.launchTemplate({
-          ...(group.launchTemplate.LaunchTemplateId ? { id: group.launchTemplate.LaunchTemplateId } : {}),
-          ...(group.launchTemplate.LaunchTemplateName ? { name: group.launchTemplate.LaunchTemplateName } : {}),
-        })
-      : undefined;
-    const instanceType =
-      group.instanceTypes[0] ??
-      template?.instanceType ??
-      (group.launchTemplate ? this.options.resolveInstanceType?.(group.launchTemplate) : undefined) ??
-      this.options.defaultInstanceType ??
-      'm5.large';
-    const tags: Record<string, string> = { 'aws:autoscaling:groupName': group.name };
-    for (const tag of group.tags.values()) if (tag.PropagateAtLaunch) tags[tag.Key] = tag.Value;
-    let launched: ReturnType<Ec2SimulatorApi['launchInstance']>;
+    let instance: GroupInstance;
     try {
-      launched = this.options.ec2.launchInstance({
-        instanceType,
-        subnetId,
-        tags,
-        // Auto Scaling picks the subnet: a template ENI that names none goes into it, the boot ENI always does.
-        ...(template
-          ? {
-              networkInterfaces: template.networkInterfaces.map((n) => {
-                if (n.deviceIndex !== 0) return n;
-                const { subnetId: _groupPicksIt, ...boot } = n;
-                return boot;
-              }),
-              networkInterfaceTags: template.networkInterfaceTags,
-            }
-          : {}),
-      });
+      instance = launchGroupInstance(this.options, group, subnetId, this.nowMs());
     } catch (err) {
       const activity = this.activity(
         group,
@@ -353,18 +320,6 @@ export class AutoScalingSimulator {
       this.scheduleRetry(group);
       return false;
     }
-    const instance: GroupInstance = {
-      instanceId: launched.instanceId,
-      instanceType: launched.instanceType,
-      availabilityZone: launched.availabilityZone,
-      subnetId,
-      launchedMs: this.nowMs(),
-      lifecycleState: 'Pending',
-      healthStatus: 'Healthy',
-      protectedFromScaleIn: group.newInstancesProtectedFromScaleIn,
-      ec2Running: launched.state === 'running',
-      actions: new Map(),
-    };
     group.instances.set(instance.instanceId, instance);
     this.instanceGroup.set(instance.instanceId, group.name);
     const activity = this.activity(

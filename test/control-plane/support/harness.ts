@@ -111,14 +111,17 @@ export class Harness {
     await Promise.all([this.sim.close(), this.dynamo.close()]);
   }
 
-  /** Deps for one invocation; with a crash switch, every port dies together once it trips. */
-  deps(crash?: CrashSwitch, overrides: Partial<LifecycleDeps> = {}): LifecycleDeps {
+  /**
+   * Deps for one invocation; with a crash switch, every port dies together once it trips. The switch counts
+   * EC2 calls, or with `countAll` every port's (a crash after any await of the handler).
+   */
+  deps(crash?: CrashSwitch, overrides: Partial<LifecycleDeps> = {}, countAll = false): LifecycleDeps {
     const sw = crash ?? new CrashSwitch();
     return {
       ec2: crashable(this.ec2, sw, true, 'ec2'),
-      store: crashable(this.store, sw, false, 'store'),
-      autoScaling: crashable(this.autoScaling, sw, false, 'autoScaling'),
-      requeue: crashable(this.requeue, sw, false, 'requeue'),
+      store: crashable(this.store, sw, countAll, 'store'),
+      autoScaling: crashable(this.autoScaling, sw, countAll, 'autoScaling'),
+      requeue: crashable(this.requeue, sw, countAll, 'requeue'),
       config: this.config,
       clock: this.clock,
       logger: this.options.logger ?? silentLogger,
@@ -138,7 +141,10 @@ export class Harness {
    * `crashAt` trips the crash switch on the first invocation only (the redelivery runs clean). Returns the
    * number of invocations it took.
    */
-  async drive(body: string, options: { crashAt?: number; maxInvocations?: number } = {}): Promise<number> {
+  async drive(
+    body: string,
+    options: { crashAt?: number; maxInvocations?: number; countAll?: boolean } = {},
+  ): Promise<number> {
     const pending = [body];
     let invocations = 0;
     let first = true;
@@ -150,7 +156,7 @@ export class Harness {
       first = false;
       const before = this.requeue.queued.length;
       try {
-        await createLifecycleRecordHandler(this.deps(sw))(next);
+        await createLifecycleRecordHandler(this.deps(sw, {}, options.countAll))(next);
       } catch (err) {
         // A failed record is redelivered by SQS with the same body.
         if (!sw.crashed) throw err;
