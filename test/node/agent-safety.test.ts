@@ -137,7 +137,7 @@ describe.skipIf(skip)('the agent socket and an agent killed mid-ADD', () => {
       expect(loggedPids(f.logFile, 'added', containerId)).not.toContain(agent.pid);
       expect((await claimedBy(containerId)).map((l) => `${l.ip}/24`)).toEqual([address]);
       const [link] = f.ipJson(netns, 'addr', 'show', 'eth0');
-      expect(link?.['operstate'] === 'UP' || (link?.['flags'] as string[]).includes('UP')).toBe(true);
+      expect((link?.['flags'] ?? []) as string[]).toContain('UP');
       expect(f.ipJson(netns, 'route', 'show', 'default')).toHaveLength(1);
       const del = await f.run('DEL', { netns, containerId, ...viaShim(socket) }, f.netconf('1.0.0'));
       expect(del.code, del.stdout).toBe(0);
