@@ -127,12 +127,16 @@ export class AgentServer {
         socket.end(Buffer.from([REFUSED]));
         return;
       }
-      socket.write(Buffer.from([ACCEPTED]));
-      const run = this.run(request).then((answer) => {
-        socket.end(answer);
+      // Run only once the shim has the verdict: a write that fails means it gave up waiting (ACCEPT_MS) and runs
+      // the plugin itself, and running the call here as well would only double the work.
+      socket.write(Buffer.from([ACCEPTED]), (err) => {
+        if (err) return;
+        const run = this.run(request).then((answer) => {
+          socket.end(answer);
+        });
+        this.running.add(run);
+        void run.finally(() => this.running.delete(run));
       });
-      this.running.add(run);
-      void run.finally(() => this.running.delete(run));
     };
     socket.on('data', onData);
   }

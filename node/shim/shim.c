@@ -31,7 +31,7 @@
 #define AGENT_SOCKET "/run/vpc-lease/agent.sock"
 #define PLUGIN_NAME "vpc-lease-cni-plugin"
 /* A live agent accepts at once; one that does not within this bound is hung or overloaded: fall back. */
-#define ACCEPT_MS 1000
+#define ACCEPT_MS 2000
 /* Longer than the plugin's own worst case (lock wait 10 s + store and IMDS timeouts), shorter than CRI's 2 min. */
 #define ANSWER_MS 60000
 #define MAX_FRAME (1u << 20)
