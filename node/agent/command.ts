@@ -1,11 +1,29 @@
+import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { errorMessage } from '../../shared/errors.js';
 import { createLogger } from '../../shared/log.js';
 import { loadNetnsAddon } from '../datapath/native.js';
 import { type AgentExtensions, type AgentSidecar, NO_EXTENSIONS } from './observer.js';
-import { AGENT_SOCKET_PATH } from './protocol.js';
+import { AGENT_SOCKET_PATH, type AgentRequest } from './protocol.js';
 import { AgentServer } from './server.js';
 import { WarmDeps } from './warm-deps.js';
+
+/** Where the plugin looks for iptables (node/datapath/connmark.ts). */
+const IPTABLES_DIRS = ['/usr/sbin', '/sbin', '/usr/bin', '/bin'];
+
+/**
+ * A call that spawns iptables: ADD, DEL and CHECK with the host veth (the default), whose connmark rules it sets,
+ * removes or reads. An agent whose filesystem has no iptables (the image carries none yet) refuses those, and the
+ * shim runs the plugin on the host, which has it.
+ */
+export function needsIptables(request: AgentRequest): boolean {
+  if (!['ADD', 'DEL', 'CHECK'].includes(request.env['CNI_COMMAND'] ?? '')) return false;
+  try {
+    return (JSON.parse(request.stdin) as { hostVeth?: unknown }).hostVeth !== false;
+  } catch {
+    return false; // the plugin's own decode error answers it
+  }
+}
 
 /** Inside the DaemonSet's terminationGracePeriodSeconds (30 s), leaving time to exit. */
 const DRAIN_GRACE_MS = 20_000;
@@ -35,7 +53,15 @@ export async function runAgent(
   let server: AgentServer;
   let sidecars: readonly AgentSidecar[] = [];
   try {
-    server = await AgentServer.start({ socketPath, deps, observer: extensions.observer, log });
+    const iptables = IPTABLES_DIRS.some((dir) => existsSync(`${dir}/iptables-restore`));
+    if (!iptables) log.warn('no iptables here: calls with the host veth are left to the plugin on the host');
+    server = await AgentServer.start({
+      socketPath,
+      deps,
+      observer: extensions.observer,
+      log,
+      ...(iptables ? {} : { refuse: needsIptables }),
+    });
     sidecars = await extensions.start({ env, log });
   } catch (err) {
     log.error('agent failed to start', { error: errorMessage(err) });

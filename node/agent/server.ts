@@ -40,6 +40,8 @@ export interface AgentServerOptions {
   readonly deps: WarmDeps;
   readonly observer: AgentObserver;
   readonly log: Logger;
+  /** Requests the agent leaves to the plugin on the host (answered 'R': the shim falls back). */
+  readonly refuse?: (request: AgentRequest) => boolean;
   /** Called when a request left this thread in another network namespace: nothing after it may run here. */
   readonly onNetnsLeak?: () => void;
 }
@@ -123,7 +125,7 @@ export class AgentServer {
       if (!request) return;
       clearTimeout(timer);
       socket.off('data', onData);
-      if (this.draining) {
+      if (this.draining || this.options.refuse?.(request)) {
         socket.end(Buffer.from([REFUSED]));
         return;
       }

@@ -16,7 +16,7 @@ const skip = missing('root', 'netns', 'go-plugins');
 
 describe.skipIf(skip)('agent upgrade: SIGKILL and restart with ADDs in flight', () => {
   let f: NodeFixture;
-  let agents: AgentProcess[] = [];
+  const agents: AgentProcess[] = [];
   beforeAll(async () => {
     f = await NodeFixture.start();
     await f.seed(48);
