@@ -77,6 +77,11 @@ export class AgentBench {
     };
   }
 
+  /** Forgets the warm-up's samples. */
+  resetSamples(): void {
+    for (const list of Object.values(this.samples)) list.length = 0;
+  }
+
   /** CPU per pod (ADD + DEL): the shims' (reaped children) plus the agent's own, over `pods` pods. */
   async cpuMsPerPod(netns: string, conf: object, pods: number): Promise<{ agent: number; fallback: number }> {
     const agentBefore = processCpuMs(this.agent.pid);

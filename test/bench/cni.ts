@@ -84,6 +84,7 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
     agentBench = await AgentBench.start(node);
     const agentBlocks = agentBench.blocks(netns, ours);
     for (const block of Object.values(agentBlocks)) await block(-1);
+    agentBench.resetSamples();
     const blocks: Record<string, (i: number) => Promise<void>> = {
       ...agentBlocks,
       bareNode: async () => {
