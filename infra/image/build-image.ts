@@ -10,6 +10,7 @@
 import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { SHIM_SOURCE_FILE } from '../../node/installer/install.js';
 import { SEA_NATIVE_FILES } from '../../node/launcher/layout.js';
 import { buildSea, seaDistDir } from '../build.js';
 import { ARCH_INFO, type Arch, hostArch, sharedLibraries } from '../cross.js';
@@ -30,8 +31,10 @@ export function imageName(): string {
 /** One image's layer: the `arch` executable in `dir`, its natives, and the shared libraries they load. */
 export function installerFiles(dir: string, arch: Arch): TarEntry[] {
   const app = ['vpc-lease-cni', ...SEA_NATIVE_FILES].map((f) => join(dir, f));
-  for (const f of app) if (!existsSync(f)) throw new Error(`${f} is missing: run npm run build first`);
-  const files: TarEntry[] = app.map((f) => ({
+  // The shim is static (infra/shim.ts): the installer copies it to the bin dir; it loads no library.
+  const shim = join(dir, SHIM_SOURCE_FILE);
+  for (const f of [...app, shim]) if (!existsSync(f)) throw new Error(`${f} is missing: run npm run build first`);
+  const files: TarEntry[] = [...app, shim].map((f) => ({
     path: `${IMAGE_APP_DIR}/${f.slice(dir.length + 1)}`,
     data: readFileSync(f),
     mode: 0o755,

@@ -20,13 +20,18 @@ export const DAEMONSET_FILE = join(root, 'node', 'deploy', 'daemonset.yaml');
  */
 export const IMAGE_PLACEHOLDER = '{ unrendered: "npm run -s daemonset -- <image uri>" }';
 
-/** The manifest with the placeholder, which must occur exactly once, replaced by `image`. */
+/** The installer (init container) and the agent run the same image. */
+export const IMAGE_PLACEHOLDER_COUNT = 2;
+
+/** The manifest with the placeholder (the installer's and the agent's image, exactly twice) replaced by `image`. */
 export function renderDaemonSet(manifest: string, image: string): string {
   parseImageReference(image);
   const line = /^(\s*image: )(.*)$/gm;
   const placeholders = [...manifest.matchAll(line)].filter((m) => m[2] === IMAGE_PLACEHOLDER);
-  if (placeholders.length !== 1)
-    throw new ValidationError(`expected the image placeholder once in the manifest, found ${placeholders.length}`);
+  if (placeholders.length !== IMAGE_PLACEHOLDER_COUNT)
+    throw new ValidationError(
+      `expected the image placeholder ${IMAGE_PLACEHOLDER_COUNT} times in the manifest, found ${placeholders.length}`,
+    );
   return manifest.replace(line, (whole, head: string, value: string) =>
     value === IMAGE_PLACEHOLDER ? `${head}${image}` : whole,
   );

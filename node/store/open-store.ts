@@ -6,6 +6,7 @@ import type { LeaseStore } from '../../shared/lease-store/port.js';
 import { sleepMs } from '../../shared/sleep.js';
 import type { PluginConfig } from '../config/netconf.js';
 import type { NodeIdentity } from '../identity/identity.js';
+import type { AwsCredentials } from '../identity/imds.js';
 import { ClaimHints, HintedLeaseStore } from './claim-hints.js';
 
 /**
@@ -14,12 +15,16 @@ import { ClaimHints, HintedLeaseStore } from './claim-hints.js';
  * partition (`dynamodb:LeadingKeys = ${ec2:SourceInstanceARN}`). Claims try the node's hints of leases it
  * released first (one UpdateItem, no Query; see claim-hints.ts).
  */
-export function openLeaseStore(config: PluginConfig, identity: NodeIdentity): LeaseStore {
-  const credentials = identity.credentials;
+export function openLeaseStore(
+  config: PluginConfig,
+  identity: NodeIdentity,
+  /** The agent's store outlives one set of role credentials: it asks for the current ones on every request. */
+  credentials: () => Promise<AwsCredentials> = async () => identity.credentials,
+): LeaseStore {
   const api = new LightDynamoClient({
     region: config.region ?? identity.document.region,
     ...(config.dynamoEndpoint ? { endpoint: config.dynamoEndpoint } : {}),
-    credentials: async () => credentials,
+    credentials,
     timeoutMs: config.storeTimeoutMs,
   });
   const store = new DynamoLeaseStore({ api, tableName: config.tableName });

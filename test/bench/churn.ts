@@ -1,6 +1,9 @@
+import { mkdtempSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
 import { LightDynamoClient } from '../../shared/dynamo/light-client.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
+import { startAgent } from '../node/support/agent-process.js';
 import { missing } from '../support/capabilities.js';
 import { CniBenchNode } from './cni-node.js';
 import { childrenCpuMs, selfCpuMs } from './cpu.js';
@@ -34,6 +37,10 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
   if (skip) return { skipped: skip };
   const node = await CniBenchNode.start();
   const delCounter = await startRequestCounter(node.fixture.dynalite.endpoint);
+  // Through the shim and the resident agent, as the runtime runs it since #22.
+  const agentSocket = join(mkdtempSync(join(node.fixture.dir, 'agent-')), 'run', 'agent.sock');
+  const agent = await startAgent(node.binary, agentSocket, { PATH: process.env['PATH'] ?? '/usr/bin:/bin' });
+  node.agentSocket = agentSocket;
   try {
     await node.fixture.seed(options.leases);
     const addConf = node.netconf(true);
@@ -91,6 +98,7 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
       loops: options.loops,
       seconds: round(seconds),
       leases: options.leases,
+      path: 'shim → agent',
       pods: all.cycles,
       podsPerSecond,
       addP50Ms: round(percentile(all.addMs, 50)),
@@ -119,6 +127,7 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
       },
     };
   } finally {
+    await agent.stop();
     await delCounter.close();
     await node.close();
   }

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildSea } from '../../infra/build.js';
+import { shimBeside } from '../node/support/agent-process.js';
 import { NodeFixture, type PluginRun } from '../node/support/node-fixture.js';
 import { execPlugin } from './exec.js';
 import { type RequestCounter, startRequestCounter } from './request-counter.js';
@@ -60,8 +61,18 @@ export class CniBenchNode {
    * one ever crept into the binary, would look for its endpoint.
    */
   run(command: string, options: Attachment, netconf: Record<string, unknown>): Promise<PluginRun> {
+    if (this.agentSocket)
+      return execPlugin(
+        shimBeside(this.binary),
+        [],
+        { ...this.env(command, options), VPC_LEASE_AGENT_SOCKET: this.agentSocket },
+        JSON.stringify(netconf),
+      );
     return execPlugin(this.binary, [], this.env(command, options), JSON.stringify(netconf));
   }
+
+  /** Set: run() executes the shim, which forwards to the agent listening here (the runtime's path since #22). */
+  agentSocket?: string;
 
   env(command: string, options: Attachment): Record<string, string> {
     return {

@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import { SEA_NATIVE_FILES } from '../../node/launcher/layout.js';
 import type { PluginRun } from '../node/support/node-fixture.js';
 import { missing } from '../support/capabilities.js';
+import { AgentBench } from './cni-agent.js';
 import { CniBenchNode, expectOk } from './cni-node.js';
 import { childrenCpuMs } from './cpu.js';
 import { execPlugin } from './exec.js';
@@ -54,6 +55,7 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
   const skip = missing('root', 'netns', 'go-plugins');
   if (skip) return { skipped: skip };
   const node = await CniBenchNode.start();
+  let agentBench: AgentBench | undefined;
   try {
     // Addresses high in the fixture subnet: other suites on this host seed from .10 and route them in its table.
     await node.fixture.seed(16, 160);
@@ -78,7 +80,13 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
       expectOk('warm-up DEL', await node.run('DEL', { netns, containerId: `warm${i}` }, ours));
     }
 
+    // The shim's two paths (through the resident agent, and the fallback with no agent) in the same rounds.
+    agentBench = await AgentBench.start(node);
+    const agentBlocks = agentBench.blocks(netns, ours);
+    for (const block of Object.values(agentBlocks)) await block(-1);
+    agentBench.resetSamples();
     const blocks: Record<string, (i: number) => Promise<void>> = {
+      ...agentBlocks,
       bareNode: async () => {
         samples.bareNode.push((await timed('node -e', () => execPlugin(process.execPath, ['-e', ''], env, ''))).ms);
       },
@@ -183,6 +191,10 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
       }),
     };
 
+    const agentCpu = await agentBench.cpuMsPerPod(netns, ours, cpuPods);
+    const shimPaths = agentBench.figures();
+    const agentLatency = shimPaths['latencyMs'] as Record<string, { p50Ms: number }>;
+
     // Counted pass: every request the plugin sends to DynamoDB, IMDS and (never) EC2, per command.
     const counted = node.netconf(true);
     const perCommand = { ADD: 0, CHECK: 0, DEL: 0 };
@@ -239,7 +251,8 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
       delPhasesSinceProcessStartMs: delPhasesMs,
       binary: 'single executable (V8 code cache)',
       memory,
-      cpuMsPerPod,
+      cpuMsPerPod: { ...cpuMsPerPod, throughAgent: agentCpu.agent, fallback: agentCpu.fallback },
+      shimPaths,
       countedPods: pods,
       dynamoRequestsPerAdd,
       dynamoRequestsPerCheck: per(perCommand.CHECK),
@@ -254,9 +267,14 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
         atMost1DynamoRequestPerDel: dynamoRequestsPerDel <= 1,
         noEc2CallsPerPod: ec2RequestsPerPod === 0,
         cpuAtMost50MsPerPod: cpuMsPerPod.ours <= 50,
+        agentAddP50AtMostGoAdd: agentLatency['agentAdd']!.p50Ms <= goAdd.p50Ms,
+        agentDelP50AtMostGoDel: agentLatency['agentDel']!.p50Ms <= goDel.p50Ms,
+        agentCpuPerPodAtMostGoChain: agentCpu.agent <= cpuMsPerPod.goChain,
+        agentPeakRssAtMost80Mb: (shimPaths['agentPeakRssKib'] as number) <= 80 * 1024,
       },
     };
   } finally {
+    await agentBench?.close();
     await node.close();
   }
 }

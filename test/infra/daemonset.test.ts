@@ -12,8 +12,12 @@ interface Container {
   image: unknown;
   command?: string[];
   securityContext?: Record<string, unknown>;
+  volumeMounts?: { name: string; mountPath: string; mountPropagation?: string }[];
 }
 interface PodSpec {
+  hostNetwork?: boolean;
+  hostPID?: boolean;
+  volumes?: { name: string; hostPath?: { path: string } }[];
   priorityClassName?: string;
   nodeSelector?: Record<string, string>;
   affinity?: Record<string, unknown>;
@@ -46,7 +50,7 @@ describe('node/deploy/daemonset.yaml, rendered', () => {
   it('runs the given image as the installer, and names no image nobody publishes', () => {
     expect(install.image).toBe(URI);
     const images = [...pod.initContainers, ...pod.containers].map((c) => c.image);
-    expect(images).toEqual([URI, 'registry.k8s.io/pause:3.10']);
+    expect(images).toEqual([URI, URI]);
     expect(manifest).not.toMatch(/ghcr\.io/);
   });
 
@@ -54,6 +58,27 @@ describe('node/deploy/daemonset.yaml, rendered', () => {
     expect(install.securityContext?.['seLinuxOptions']).toEqual({ level: 's0', type: 'spc_t' });
     expect(install.securityContext?.['privileged']).toBeUndefined();
     expect(install.securityContext?.['allowPrivilegeEscalation']).toBe(false);
+  });
+
+  it('runs the node agent in place of pause: host network, no host PID, the netns dirs HostToContainer', () => {
+    const agent = pod.containers.find((c) => c.name === 'agent')!;
+    expect(pod.containers.map((c) => c.name)).toEqual(['agent']);
+    expect(agent.command).toEqual(['/app/vpc-lease-cni', 'agent']);
+    expect([pod.hostNetwork, pod.hostPID]).toEqual([true, undefined]);
+    const hostPathOf = (name: string) => pod.volumes?.find((v) => v.name === name)?.hostPath?.path;
+    const mounts = Object.fromEntries(
+      (agent.volumeMounts ?? []).map((m) => [m.mountPath, `${hostPathOf(m.name)} ${m.mountPropagation ?? 'None'}`]),
+    );
+    expect(mounts).toEqual({
+      '/run/vpc-lease': '/run/vpc-lease None',
+      '/run/netns': '/run/netns HostToContainer',
+      '/var/run/netns': '/var/run/netns HostToContainer',
+      '/var/lib/cni/vpc-lease': '/var/lib/cni/vpc-lease None',
+      '/var/log/vpc-lease': '/var/log/vpc-lease None',
+    });
+    // The socket's directory is the agent's alone: no other container of this pod mounts it.
+    const others = pod.initContainers.flatMap((c) => c.volumeMounts ?? []).map((m) => m.name);
+    expect(others).not.toContain('agent-run');
   });
 
   it('is node-critical, on Linux nodes only, and tolerates every taint', () => {
@@ -88,7 +113,7 @@ describe('renderDaemonSet', () => {
   it('replaces the placeholder and changes no other line', () => {
     const out = renderDaemonSet(manifest, URI);
     const changed = out.split('\n').filter((line, i) => line !== manifest.split('\n')[i]);
-    expect(changed).toEqual([`          image: ${URI}`]);
+    expect(changed).toEqual([`          image: ${URI}`, `          image: ${URI}`]);
   });
 
   it('leaves an image that is not a string when unrendered, which the API server refuses', () => {
@@ -96,7 +121,7 @@ describe('renderDaemonSet', () => {
       (c) => c.name === 'install',
     )!;
     expect(typeof install.image).toBe('object');
-    expect(manifest.split('\n').filter((l) => l.trim() === `image: ${IMAGE_PLACEHOLDER}`)).toHaveLength(1);
+    expect(manifest.split('\n').filter((l) => l.trim() === `image: ${IMAGE_PLACEHOLDER}`)).toHaveLength(2);
   });
 
   it('takes a tag, and refuses what is not a full image reference or a manifest without the placeholder', () => {

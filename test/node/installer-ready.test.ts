@@ -3,7 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { install, installOptionsFromArgs, type ReadyWait, SUPPORT_FILES } from '../../node/installer/install.js';
+import {
+  install,
+  installOptionsFromArgs,
+  type ReadyWait,
+  SHIM_SOURCE_FILE,
+  SUPPORT_FILES,
+} from '../../node/installer/install.js';
 import { storeReadiness } from '../../node/installer/readiness.js';
 import { instanceArn } from '../../shared/domain/arn.js';
 import type { NodePhase, NodeRecord } from '../../shared/domain/node.js';
@@ -51,7 +57,7 @@ describe('install waits for the node to be READY in the store (dynalite, IMDS)',
     dir = mkdtempSync(join(tmpdir(), 'vpc-lease-install-ready-'));
     const dist = join(dir, 'dist');
     mkdirSync(dist);
-    for (const file of SUPPORT_FILES) writeFileSync(join(dist, file), 'x');
+    for (const file of [...SUPPORT_FILES, SHIM_SOURCE_FILE]) writeFileSync(join(dist, file), 'x');
     source = join(dist, 'vpc-lease-cni');
     writeFileSync(source, '#!/bin/sh\n', { mode: 0o755 });
     binDir = join(dir, 'bin');

@@ -2,7 +2,13 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync,
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { install, installOptionsFromArgs, type ReadyWait, SUPPORT_FILES } from '../../node/installer/install.js';
+import {
+  install,
+  installOptionsFromArgs,
+  type ReadyWait,
+  SHIM_SOURCE_FILE,
+  SUPPORT_FILES,
+} from '../../node/installer/install.js';
 import { missing } from '../support/capabilities.js';
 
 /** A chained plugin that answers VERSION like the reference plugins do, speaking exactly `versions`. */
@@ -28,7 +34,7 @@ describe('install', () => {
     dir = mkdtempSync(join(tmpdir(), 'vpc-lease-install-'));
     const dist = join(dir, 'dist');
     mkdirSync(dist);
-    for (const file of SUPPORT_FILES) writeFileSync(join(dist, file), 'x');
+    for (const file of [...SUPPORT_FILES, SHIM_SOURCE_FILE]) writeFileSync(join(dist, file), 'x');
     source = join(dist, 'vpc-lease-cni');
     writeFileSync(source, '#!/bin/sh\n', { mode: 0o755 });
     binDir = join(dir, 'bin');

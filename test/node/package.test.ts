@@ -169,7 +169,12 @@ describe.skipIf(seaSkip)('the single executable vpc-lease-cni, on a host without
       '',
     );
     expect(r.code, r.stderr).toBe(0);
-    expect(readdirSync(binDir).sort()).toEqual(['netlink.node', 'vpc-lease-cni', 'vpc_lease_netns.node']);
+    expect(readdirSync(binDir).sort()).toEqual([
+      'netlink.node',
+      'vpc-lease-cni',
+      'vpc-lease-cni-plugin',
+      'vpc_lease_netns.node',
+    ]);
     const conflist = JSON.parse(readFileSync(join(confDir, '10-vpc-lease.conflist'), 'utf8'));
     expect(conflist.plugins[0]).toEqual({
       type: 'vpc-lease-cni',

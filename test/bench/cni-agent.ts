@@ -1,0 +1,122 @@
+import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { type AgentProcess, shimBeside, startAgent } from '../node/support/agent-process.js';
+import type { PluginRun } from '../node/support/node-fixture.js';
+import type { CniBenchNode } from './cni-node.js';
+import { expectOk } from './cni-node.js';
+import { childrenCpuMs } from './cpu.js';
+import { execPlugin } from './exec.js';
+import { elapsedMs, round, summarize } from './stats.js';
+
+const CLOCK_TICKS_PER_S = 100; // USER_HZ
+
+/** user + system CPU of a live process, from /proc/<pid>/stat (fields 14 and 15). */
+function processCpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_S;
+}
+
+/** VmHWM: the process's peak resident set so far, in KiB. */
+function peakRssKibOf(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('VmHWM:'));
+  return Number(line?.split(/\s+/)[1] ?? Number.NaN);
+}
+
+/**
+ * The shim's two paths beside the plugin and the Go chain in `npm run bench -- cni`: "through the agent" (the
+ * shim forwards to a resident agent started from the same executable) and "fallback" (no agent listening: the
+ * shim execs the full plugin). Blocks join the bench's shuffled rounds, so load hits every row alike.
+ */
+export class AgentBench {
+  private readonly samples = {
+    agentAdd: [] as number[],
+    agentDel: [] as number[],
+    fbAdd: [] as number[],
+    fbDel: [] as number[],
+  };
+  private constructor(
+    private readonly node: CniBenchNode,
+    private readonly agent: AgentProcess,
+    private readonly shim: string,
+    private readonly socket: string,
+  ) {}
+
+  static async start(node: CniBenchNode): Promise<AgentBench> {
+    const socket = join(mkdtempSync(join(node.fixture.dir, 'agent-')), 'run', 'agent.sock');
+    const agent = await startAgent(node.binary, socket, { PATH: process.env['PATH'] ?? '/usr/bin:/bin' });
+    return new AgentBench(node, agent, shimBeside(node.binary), socket);
+  }
+
+  private runShim(socket: string, command: string, ids: { netns: string; containerId: string }, conf: object) {
+    const env = { ...this.node.env(command, ids), VPC_LEASE_AGENT_SOCKET: socket };
+    return execPlugin(this.shim, [], env, JSON.stringify(conf));
+  }
+
+  private async timed(what: string, run: () => Promise<PluginRun>): Promise<number> {
+    const start = process.hrtime.bigint();
+    const result = await run();
+    const ms = elapsedMs(start);
+    expectOk(what, result);
+    return ms;
+  }
+
+  /** The two pod blocks (ADD then DEL of one pod) for the bench's rounds. */
+  blocks(netns: string, conf: object): Record<string, (i: number) => Promise<void>> {
+    const absent = join(dirname(this.socket), 'absent.sock');
+    const pod = (socket: string, prefix: string, add: number[], del: number[]) => async (i: number) => {
+      const ids = { netns, containerId: `${prefix}${i}` };
+      add.push(await this.timed(`${prefix} ADD`, () => this.runShim(socket, 'ADD', ids, conf)));
+      del.push(await this.timed(`${prefix} DEL`, () => this.runShim(socket, 'DEL', ids, conf)));
+    };
+    return {
+      agentPod: pod(this.socket, 'agent', this.samples.agentAdd, this.samples.agentDel),
+      fallbackPod: pod(absent, 'fallback', this.samples.fbAdd, this.samples.fbDel),
+    };
+  }
+
+  /** Forgets the warm-up's samples. */
+  resetSamples(): void {
+    for (const list of Object.values(this.samples)) list.length = 0;
+  }
+
+  /** CPU per pod (ADD + DEL): the shims' (reaped children) plus the agent's own, over `pods` pods. */
+  async cpuMsPerPod(netns: string, conf: object, pods: number): Promise<{ agent: number; fallback: number }> {
+    const agentBefore = processCpuMs(this.agent.pid);
+    const childrenBefore = childrenCpuMs();
+    for (let i = 0; i < pods; i++) {
+      const ids = { netns, containerId: `agentcpu${i}` };
+      expectOk('agent cpu ADD', await this.runShim(this.socket, 'ADD', ids, conf));
+      expectOk('agent cpu DEL', await this.runShim(this.socket, 'DEL', ids, conf));
+    }
+    const agent = (childrenCpuMs() - childrenBefore + processCpuMs(this.agent.pid) - agentBefore) / pods;
+    const absent = join(dirname(this.socket), 'absent.sock');
+    const fbBefore = childrenCpuMs();
+    for (let i = 0; i < pods; i++) {
+      const ids = { netns, containerId: `fbcpu${i}` };
+      expectOk('fallback cpu ADD', await this.runShim(absent, 'ADD', ids, conf));
+      expectOk('fallback cpu DEL', await this.runShim(absent, 'DEL', ids, conf));
+    }
+    return { agent: round(agent), fallback: round((childrenCpuMs() - fbBefore) / pods) };
+  }
+
+  figures(): Record<string, unknown> {
+    return {
+      latencyMs: {
+        agentAdd: summarize(this.samples.agentAdd),
+        agentDel: summarize(this.samples.agentDel),
+        fallbackAdd: summarize(this.samples.fbAdd),
+        fallbackDel: summarize(this.samples.fbDel),
+      },
+      agentPeakRssKib: peakRssKibOf(this.agent.pid),
+      shimBytes: statSync(this.shim).size,
+      shimKib: round(statSync(this.shim).size / 1024),
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.agent.stop();
+  }
+}
