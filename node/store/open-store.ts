@@ -5,22 +5,28 @@ import { LeaseTable } from '../../shared/lease-store/dynamo-lease-table.js';
 import type { LeaseStore } from '../../shared/lease-store/port.js';
 import type { PluginConfig } from '../config/netconf.js';
 import type { NodeIdentity } from '../identity/identity.js';
+import { type DynamoRequestObserver, observeDynamo } from '../metrics/observed-dynamo.js';
 import { ClaimHints, withClaimHints } from './claim-hints.js';
 
 /**
  * The node's lease store: the DynamoDB adapter over the light SigV4 client (no AWS SDK in the CNI binary),
  * signed with the identity's credentials — the instance role's, whose policy confines it to the node's own
  * partition (`dynamodb:LeadingKeys = ${ec2:SourceInstanceARN}`). Claims try the node's hints of leases it
- * released first (one UpdateItem, no Query; see claim-hints.ts).
+ * released first (one UpdateItem, no Query; see claim-hints.ts). The agent passes `observe` to time each request.
  */
-export function openLeaseStore(config: PluginConfig, identity: NodeIdentity): LeaseStore {
+export function openLeaseStore(
+  config: PluginConfig,
+  identity: NodeIdentity,
+  observe?: DynamoRequestObserver,
+): LeaseStore {
   const credentials = identity.credentials;
-  const api = new LightDynamoClient({
+  const client = new LightDynamoClient({
     region: config.region ?? identity.document.region,
     ...(config.dynamoEndpoint ? { endpoint: config.dynamoEndpoint } : {}),
     credentials: async () => credentials,
     timeoutMs: config.storeTimeoutMs,
   });
+  const api = observe ? observeDynamo(client, observe) : client;
   const store = new DynamoLeaseStore({ api, tableName: config.tableName });
   const table = new LeaseTable({
     api,
