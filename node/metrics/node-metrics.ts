@@ -1,6 +1,7 @@
 import { isClaimable, LEASE_STATES, type Lease } from '../../shared/domain/lease.js';
 import { errorMessage } from '../../shared/errors.js';
 import type { Logger } from '../../shared/log.js';
+import { drainFallbackRecords } from './fallback-records.js';
 import { Registry } from './registry.js';
 
 export type CniMetricCommand = 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS';
@@ -23,6 +24,8 @@ export interface NodeMetricsOptions {
   readonly readLeases?: () => Promise<readonly Lease[]>;
   /** Scrapes within this age reuse the last read: one Query per window however many scrapers there are. */
   readonly leasesMaxAgeMs?: number;
+  /** The plugin's dataDir: its fallback records are drained into the command metrics on every scrape. */
+  readonly fallbackDataDir?: string;
   readonly log?: Logger;
 }
 
@@ -111,6 +114,7 @@ export class NodeMetrics {
       .set({}, Math.round((Date.now() - performance.now()) / 1000));
     this.registry.onCollect(() => rss.set({}, process.memoryUsage.rss()));
     this.registry.onCollect(() => this.refreshLeases());
+    this.registry.onCollect(() => this.drainFallbacks());
     for (const result of ['success', 'error']) this.credentialRefreshes.touch({ result });
   }
 
@@ -129,6 +133,15 @@ export class NodeMetrics {
 
   observeCredentialRefresh(ok: boolean): void {
     this.credentialRefreshes.inc({ result: ok ? 'success' : 'error' });
+  }
+
+  private drainFallbacks(): void {
+    if (this.options.fallbackDataDir === undefined) return;
+    try {
+      for (const o of drainFallbackRecords(this.options.fallbackDataDir, this.options.nowMs())) this.observeCommand(o);
+    } catch (err) {
+      this.options.log?.warn('metrics: cannot read the fallback records', { error: errorMessage(err) });
+    }
   }
 
   private async refreshLeases(): Promise<void> {
