@@ -49,6 +49,7 @@ import {
   seaNodeVersion,
   withLock,
 } from './cross.js';
+import { buildShim } from './shim.js';
 
 const PLUGIN_FILE = 'vpc-lease-cni';
 
@@ -246,6 +247,7 @@ export async function buildCni(outDir: string = dist): Promise<string> {
   writeFileSync(join(outDir, 'package.json'), '{ "type": "commonjs" }\n');
   copyFileSync(netlinkBinding(), join(outDir, 'netlink.node'));
   copyFileSync(buildNativeAddon(), join(outDir, NETNS_ADDON_FILE));
+  buildShim(outDir);
   return launcher;
 }
 
@@ -329,6 +331,7 @@ export async function buildSea(
     const cached = join(tmpdir(), 'vpc-lease-sea-cache', key.digest('hex').slice(0, 16));
     if (options.reuse && existsSync(join(cached, PLUGIN_FILE))) {
       for (const [name, from] of Object.entries(natives)) place(from, name);
+      buildShim(outDir, arch);
       place(join(cached, PLUGIN_FILE), PLUGIN_FILE);
       return join(outDir, PLUGIN_FILE);
     }
@@ -356,6 +359,7 @@ export async function buildSea(
     await inject(staged, 'NODE_SEA_BLOB', readFileSync(blob), { sentinelFuse: SEA_FUSE });
     chmodSync(staged, 0o755);
     for (const [name, from] of Object.entries(natives)) place(from, name);
+    buildShim(outDir, arch);
     place(staged, PLUGIN_FILE);
     if (options.reuse) {
       mkdirSync(cached, { recursive: true });

@@ -44,13 +44,18 @@ function recordFallbacks(handlers: CniHandlers): CniHandlers {
   });
 }
 
-/** `vpc-lease-cni` as the runtime calls it (CNI_* env + stdin), or `vpc-lease-cni install …` / `max-pods …`. */
+/** `vpc-lease-cni` as the runtime calls it (CNI_* env + stdin), or `vpc-lease-cni install …` / `max-pods …` / `agent`. */
 export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   if (args[0] === 'max-pods') {
     // Loaded only here: it carries the instance-type table, which ADD and DEL must not pay for.
     const { runMaxPods } = await import('./max-pods/command.js');
     // Synchronous writes: the process exits right after, before a pipe would drain.
     return runMaxPods(args.slice(1), env, { out: (text) => writeSync(1, text), err: (text) => writeSync(2, text) });
+  }
+  if (args[0] === 'agent') {
+    // The resident agent behind the shim (node/agent/); a plugin call never loads it.
+    const { runAgent } = await import('./agent/command.js');
+    return runAgent(args.slice(1), env);
   }
   if (args[0] === 'install') {
     try {

@@ -27,6 +27,13 @@ import { askChainedVersions, DEFAULT_CNI_VERSION, DEFAULT_CNI_VERSIONS, planVers
  * half-copied binary nor reads a half-written conflist.
  */
 export const PLUGIN_TYPE = 'vpc-lease-cni';
+/**
+ * The bin dir holds two executables: the shim under the conflist's `type` (what the runtime runs: it forwards to
+ * the node agent) and the full plugin under this name, which the shim execs when the agent cannot answer.
+ */
+export const PLUGIN_EXECUTABLE = 'vpc-lease-cni-plugin';
+/** The build writes the shim beside the executable under this name (infra/shim.ts). */
+export const SHIM_SOURCE_FILE = 'vpc-lease-cni-shim';
 /** What the launcher needs beside it: the bundle and the native parts. */
 export const SUPPORT_FILES = ['vpc-lease-cni.js', NETNS_ADDON_FILE, 'netlink.node'] as const;
 
@@ -164,6 +171,9 @@ export async function install(options: InstallOptions, wait?: ReadyWait): Promis
   if (foreign) wait?.log(`warning (${ALLOW_OTHER_CNI_FLAG}): ${foreign.message}`);
   const source = realpathSync(options.source);
   const sourceDir = dirname(source);
+  const shim = join(sourceDir, SHIM_SOURCE_FILE);
+  if (!existsSync(shim))
+    throw new ValidationError(`missing ${SHIM_SOURCE_FILE} beside ${source}; install from the dist/ build`);
   mkdirSync(options.binDir, { recursive: true });
   mkdirSync(options.confDir, { recursive: true });
   const installed: string[] = [];
@@ -178,7 +188,10 @@ export async function install(options: InstallOptions, wait?: ReadyWait): Promis
   for (const name of readdirSync(options.binDir))
     if (name.startsWith(`${PLUGIN_TYPE}.`) && name.endsWith('.v8cache'))
       rmSync(join(options.binDir, name), { force: true });
-  atomicCopy(source, join(options.binDir, PLUGIN_TYPE), 0o755);
+  // The plugin before the shim: a shim never runs without the plugin it falls back to beside it.
+  atomicCopy(source, join(options.binDir, PLUGIN_EXECUTABLE), 0o755);
+  installed.push(join(options.binDir, PLUGIN_EXECUTABLE));
+  atomicCopy(shim, join(options.binDir, PLUGIN_TYPE), 0o755);
   installed.push(join(options.binDir, PLUGIN_TYPE));
 
   const conflist = join(options.confDir, options.confName);

@@ -9,7 +9,7 @@ import { type PluginConfig, parseNetconf } from '../config/netconf.js';
 import { checkOverrides } from '../config/overrides.js';
 import type { Datapath } from '../datapath/port.js';
 import { type TestHooks, testHooksFromEnv } from '../datapath/test-hooks.js';
-import { loadIdentity, type NodeIdentity } from '../identity/identity.js';
+import { type IdentityOptions, loadIdentity, type NodeIdentity } from '../identity/identity.js';
 import { Journal } from '../journal/journal.js';
 
 /**
@@ -23,6 +23,8 @@ export interface PluginDeps {
   readonly bootId: () => string;
   openStore(config: PluginConfig, identity: NodeIdentity): LeaseStore;
   openDatapath(log: Logger, hooks: TestHooks): Promise<Datapath>;
+  /** The node agent keeps the identity in memory across calls; a plugin process reads the on-disk cache. */
+  loadIdentity?(options: IdentityOptions): Promise<NodeIdentity>;
 }
 
 export class CallContext {
@@ -71,7 +73,7 @@ export class CallContext {
   }
 
   identity(): Promise<NodeIdentity> {
-    this.identityPromise ??= loadIdentity({
+    this.identityPromise ??= (this.deps.loadIdentity ?? loadIdentity)({
       dataDir: this.config.dataDir,
       ttlS: this.config.identityCacheTtlS,
       timeoutMs: this.config.imdsTimeoutMs,

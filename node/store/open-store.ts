@@ -5,6 +5,7 @@ import { LeaseTable } from '../../shared/lease-store/dynamo-lease-table.js';
 import type { LeaseStore } from '../../shared/lease-store/port.js';
 import type { PluginConfig } from '../config/netconf.js';
 import type { NodeIdentity } from '../identity/identity.js';
+import type { AwsCredentials } from '../identity/imds.js';
 import { type DynamoRequestObserver, observeDynamo } from '../metrics/observed-dynamo.js';
 import { ClaimHints, withClaimHints } from './claim-hints.js';
 
@@ -17,13 +18,14 @@ import { ClaimHints, withClaimHints } from './claim-hints.js';
 export function openLeaseStore(
   config: PluginConfig,
   identity: NodeIdentity,
+  /** The agent's store outlives one set of role credentials: it asks for the current ones on every request. */
+  credentials: () => Promise<AwsCredentials> = async () => identity.credentials,
   observe?: DynamoRequestObserver,
 ): LeaseStore {
-  const credentials = identity.credentials;
   const client = new LightDynamoClient({
     region: config.region ?? identity.document.region,
     ...(config.dynamoEndpoint ? { endpoint: config.dynamoEndpoint } : {}),
-    credentials: async () => credentials,
+    credentials,
     timeoutMs: config.storeTimeoutMs,
   });
   const api = observe ? observeDynamo(client, observe) : client;

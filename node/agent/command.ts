@@ -1,0 +1,52 @@
+import { parseArgs } from 'node:util';
+import { errorMessage } from '../../shared/errors.js';
+import { createLogger } from '../../shared/log.js';
+import { loadNetnsAddon } from '../datapath/native.js';
+import { type AgentExtensions, type AgentSidecar, NO_EXTENSIONS } from './observer.js';
+import { AGENT_SOCKET_PATH } from './protocol.js';
+import { AgentServer } from './server.js';
+import { WarmDeps } from './warm-deps.js';
+
+/** Inside the DaemonSet's terminationGracePeriodSeconds (30 s), leaving time to exit. */
+const DRAIN_GRACE_MS = 20_000;
+
+/**
+ * `vpc-lease-cni agent [--socket PATH]`: the node agent, the DaemonSet's long-running container. Serves the shim's
+ * requests until SIGTERM or SIGINT, then drains (node/README.md, "Agent"). Returns the exit code.
+ */
+export async function runAgent(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  extensions: AgentExtensions = NO_EXTENSIONS,
+): Promise<number> {
+  const log = createLogger({ level: env['VPC_LEASE_AGENT_LOG_LEVEL'] === 'debug' ? 'debug' : 'info' });
+  let socketPath: string;
+  try {
+    const { values } = parseArgs({ args: [...args], options: { socket: { type: 'string' } }, strict: true });
+    socketPath = values.socket ?? AGENT_SOCKET_PATH;
+    // Loaded now from beside the executable, before any request's environment could name another place.
+    loadNetnsAddon(env);
+  } catch (err) {
+    process.stderr.write(`vpc-lease-cni agent: ${errorMessage(err)}\n`);
+    return 2;
+  }
+  const deps = new WarmDeps(log);
+  let server: AgentServer;
+  let sidecars: readonly AgentSidecar[] = [];
+  try {
+    server = await AgentServer.start({ socketPath, deps, observer: extensions.observer, log });
+    sidecars = await extensions.start({ env, log });
+  } catch (err) {
+    log.error('agent failed to start', { error: errorMessage(err) });
+    return 1;
+  }
+  const signal = await new Promise<NodeJS.Signals>((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
+  });
+  log.info('agent stopping', { signal, inFlight: server.inFlight });
+  await server.stop(DRAIN_GRACE_MS);
+  await Promise.allSettled(sidecars.map((s) => s.close()));
+  deps.clear();
+  return 0;
+}

@@ -1,0 +1,203 @@
+import { chmodSync, lstatSync, mkdirSync, renameSync, statSync, unlinkSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { dirname } from 'node:path';
+import { errorMessage } from '../../shared/errors.js';
+import type { Logger } from '../../shared/log.js';
+import { runSkel } from '../cni/skel.js';
+import { pluginHandlers } from '../plugin/handlers.js';
+import type { AgentObserver } from './observer.js';
+import { ACCEPTED, type AgentRequest, decodeRequest, encodeAnswer, MAX_FRAME_BYTES, REFUSED } from './protocol.js';
+import type { WarmDeps } from './warm-deps.js';
+
+/** A shim sends its request at once; a connection still incomplete after this is not one worth waiting for. */
+const REQUEST_READ_TIMEOUT_MS = 5_000;
+/** Only root may connect: the socket and its directory admit no one else (node/README.md, "Agent"). */
+const SOCKET_MODE = 0o600;
+const DIR_MODE = 0o700;
+
+export class AgentSocketError extends Error {}
+
+/**
+ * Makes the socket's directory root-only: created 0700, or an existing one checked (a directory, not a link,
+ * owned by this user) and narrowed. A directory someone else owns could be swapped under us: refuse it.
+ */
+function secureDirectory(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: DIR_MODE });
+  const st = lstatSync(dir);
+  if (!st.isDirectory()) throw new AgentSocketError(`${dir} is not a directory`);
+  const uid = process.getuid?.() ?? 0;
+  if (st.uid !== uid) throw new AgentSocketError(`${dir} belongs to uid ${st.uid}, not ${uid}`);
+  if ((st.mode & 0o077) !== 0) chmodSync(dir, DIR_MODE);
+}
+
+/** The network namespace this thread is in (its nsfs inode). */
+function threadNetns(): number {
+  return statSync('/proc/thread-self/ns/net').ino;
+}
+
+export interface AgentServerOptions {
+  readonly socketPath: string;
+  readonly deps: WarmDeps;
+  readonly observer: AgentObserver;
+  readonly log: Logger;
+  /** Called when a request left this thread in another network namespace: nothing after it may run here. */
+  readonly onNetnsLeak?: () => void;
+}
+
+/**
+ * The node agent's socket: each connection is one CNI call, run with the plugin's own handlers (same code, same
+ * per-attachment lock, same journal) and the agent's warm identity, store and netlink binding. Calls run
+ * concurrently: every namespace switch (node/datapath/native.ts, inNetns) is synchronous, so no await ever
+ * happens while this thread is inside a pod's netns; a check after each call enforces it.
+ */
+export class AgentServer {
+  private readonly sockets = new Set<Socket>();
+  private readonly running = new Set<Promise<void>>();
+  private draining = false;
+  private readonly homeNetns = threadNetns();
+  private boundIno = 0;
+
+  private constructor(
+    private readonly server: Server,
+    private readonly options: AgentServerOptions,
+  ) {}
+
+  /**
+   * Listens on `socketPath`, replacing a socket left there (a crashed agent's, or the previous version's during
+   * a rolling update: it keeps serving the connections it has). Bound under a temp name, narrowed to 0600, then
+   * renamed: the path never names a socket with a wider mode, nor none while an old one was there.
+   */
+  static async start(options: AgentServerOptions): Promise<AgentServer> {
+    secureDirectory(dirname(options.socketPath));
+    const server = createServer();
+    const agent = new AgentServer(server, options);
+    server.on('connection', (socket) => agent.serve(socket));
+    const tmp = `${options.socketPath}.${process.pid}.tmp`;
+    try {
+      unlinkSync(tmp);
+    } catch {
+      // none
+    }
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(tmp, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    chmodSync(tmp, SOCKET_MODE);
+    renameSync(tmp, options.socketPath);
+    agent.boundIno = statSync(options.socketPath).ino;
+    options.log.info('agent listening', { socket: options.socketPath });
+    return agent;
+  }
+
+  get inFlight(): number {
+    return this.running.size;
+  }
+
+  private serve(socket: Socket): void {
+    this.sockets.add(socket);
+    socket.on('close', () => this.sockets.delete(socket));
+    socket.on('error', () => undefined);
+    if (this.draining) {
+      socket.end(Buffer.from([REFUSED]));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let bytes = 0;
+    const timer = setTimeout(() => socket.destroy(), REQUEST_READ_TIMEOUT_MS);
+    const onData = (chunk: Buffer) => {
+      chunks.push(chunk);
+      bytes += chunk.length;
+      let request: AgentRequest | undefined;
+      try {
+        if (bytes > MAX_FRAME_BYTES + 12) throw new Error(`request over ${MAX_FRAME_BYTES} bytes`);
+        request = decodeRequest(Buffer.concat(chunks));
+      } catch (err) {
+        clearTimeout(timer);
+        this.options.log.warn('agent: not a shim request', { error: errorMessage(err) });
+        socket.destroy();
+        return;
+      }
+      if (!request) return;
+      clearTimeout(timer);
+      socket.off('data', onData);
+      if (this.draining) {
+        socket.end(Buffer.from([REFUSED]));
+        return;
+      }
+      socket.write(Buffer.from([ACCEPTED]));
+      const run = this.run(request).then((answer) => {
+        socket.end(answer);
+      });
+      this.running.add(run);
+      void run.finally(() => this.running.delete(run));
+    };
+    socket.on('data', onData);
+  }
+
+  /** One CNI call, exactly as the plugin process would run it with this environment and stdin. */
+  private async run(request: AgentRequest): Promise<Buffer> {
+    const startedMs = performance.now();
+    const command = request.env['CNI_COMMAND'] ?? '';
+    const { observer } = this.options;
+    observer.commandStarted?.(command);
+    // The addon is the agent's own, loaded from beside its executable; a request cannot name another.
+    const env: NodeJS.ProcessEnv = { ...request.env };
+    delete env['VPC_LEASE_NATIVE_DIR'];
+    let stdout = '';
+    let cniCode: number | undefined;
+    const exitCode = await runSkel(pluginHandlers(this.options.deps.forCall(env)), {
+      env,
+      readStdin: () => request.stdin,
+      writeStdout: (text) => {
+        stdout += text;
+      },
+      onError: (_err, code) => {
+        cniCode = code;
+      },
+    });
+    this.checkNetns(command);
+    observer.commandFinished({
+      command,
+      ok: exitCode === 0,
+      ...(cniCode !== undefined ? { cniCode } : {}),
+      durationMs: performance.now() - startedMs,
+      path: 'agent',
+    });
+    return encodeAnswer(exitCode, stdout);
+  }
+
+  private checkNetns(command: string): void {
+    if (threadNetns() === this.homeNetns) return;
+    this.options.log.error('agent: a request left the main thread in another network namespace; stopping', {
+      command,
+    });
+    (this.options.onNetnsLeak ?? (() => process.exit(70)))();
+  }
+
+  /**
+   * Stops taking calls (the socket goes at once, so shims fall back to the plugin), lets those in flight finish
+   * within `graceMs`, then drops what is left: a shim that loses its connection runs the plugin itself.
+   */
+  async stop(graceMs: number): Promise<void> {
+    this.draining = true;
+    try {
+      if (statSync(this.options.socketPath).ino === this.boundIno) unlinkSync(this.options.socketPath);
+    } catch {
+      // already gone, or a newer agent's
+    }
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled([...this.running]),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, graceMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    for (const socket of this.sockets) socket.destroy();
+    await closed;
+  }
+}

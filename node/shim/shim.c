@@ -1,0 +1,205 @@
+/*
+ * vpc-lease-cni, the executable the container runtime calls: a shim that forwards the whole CNI request (the
+ * environment and stdin) to the node agent over a unix socket and relays its answer and exit code. Starting a
+ * JavaScript runtime per call costs ~10x the Go plugins; this costs a fork, an exec and one round trip.
+ *
+ * When the agent's socket is absent, refuses, or does not accept within ACCEPT_MS (or answer within ANSWER_MS
+ * after accepting), it execs the full plugin beside it (vpc-lease-cni-plugin) with the same environment and
+ * stdin, which does the work itself. The answer is read whole before any byte reaches stdout, so stdout never
+ * carries half an answer, and a request is handed to the fallback only while nothing has been written: a second
+ * run of a request the agent had started is safe because both take the same per-attachment lock and the plugin's
+ * journal turns a repeated ADD or DEL into a check of what is already there (node/README.md, "Agent").
+ *
+ * Wire format (node/agent/protocol.ts is the other side): "VLA1", u32le env bytes, env ("K=V\0"...), u32le stdin
+ * bytes, stdin. Answer: 'A' (accepted) or 'R' (refused), then u8 exit code, u32le stdout bytes, stdout.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define AGENT_SOCKET "/run/vpc-lease/agent.sock"
+#define PLUGIN_NAME "vpc-lease-cni-plugin"
+/* A live agent accepts at once; one that does not within this bound is hung or overloaded: fall back. */
+#define ACCEPT_MS 1000
+/* Longer than the plugin's own worst case (lock wait 10 s + store and IMDS timeouts), shorter than CRI's 2 min. */
+#define ANSWER_MS 60000
+#define MAX_FRAME (1u << 20)
+
+extern char **environ;
+
+static char *stdin_buf;
+static size_t stdin_len;
+
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void read_stdin(void) {
+  size_t cap = 4096;
+  stdin_buf = malloc(cap);
+  if (!stdin_buf) return;
+  for (;;) {
+    if (stdin_len == cap) {
+      char *bigger = realloc(stdin_buf, cap * 2);
+      if (!bigger) return;
+      stdin_buf = bigger;
+      cap *= 2;
+    }
+    ssize_t n = read(0, stdin_buf + stdin_len, cap - stdin_len);
+    if (n > 0) stdin_len += (size_t)n;
+    else if (n < 0 && errno == EINTR) continue;
+    else return; /* EOF, or no stdin at all: the plugin reports an empty netconf itself */
+  }
+}
+
+/* Waits for `events` on fd until the deadline: 1 ready, 0 timed out or failed. */
+static int wait_fd(int fd, short events, long long deadline) {
+  for (;;) {
+    long long left = deadline - now_ms();
+    if (left <= 0) return 0;
+    struct pollfd p = {.fd = fd, .events = events};
+    int r = poll(&p, 1, (int)left);
+    if (r > 0) return 1;
+    if (r < 0 && errno != EINTR) return 0;
+  }
+}
+
+static int send_all(int fd, const void *data, size_t len, long long deadline) {
+  const char *at = data;
+  while (len > 0) {
+    ssize_t n = send(fd, at, len, MSG_NOSIGNAL);
+    if (n > 0) {
+      at += n;
+      len -= (size_t)n;
+    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (!wait_fd(fd, POLLOUT, deadline)) return -1;
+    } else {
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int recv_all(int fd, void *data, size_t len, long long deadline) {
+  char *at = data;
+  while (len > 0) {
+    ssize_t n = recv(fd, at, len, 0);
+    if (n > 0) {
+      at += n;
+      len -= (size_t)n;
+    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (!wait_fd(fd, POLLIN, deadline)) return -1;
+    } else {
+      return -1; /* EOF before the whole answer: the agent died or dropped us */
+    }
+  }
+  return 0;
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+  p[0] = v & 0xff;
+  p[1] = (v >> 8) & 0xff;
+  p[2] = (v >> 16) & 0xff;
+  p[3] = (v >> 24) & 0xff;
+}
+
+static const char *socket_path(void) {
+  /* Tests point the shim elsewhere only in the plugin's test mode, as every other test switch. */
+  const char *test = getenv("VPC_LEASE_TEST_MODE");
+  const char *override = getenv("VPC_LEASE_AGENT_SOCKET");
+  if (test && strcmp(test, "1") == 0 && override) return override;
+  return AGENT_SOCKET;
+}
+
+/* Runs the request through the agent; returns only when it must fall back (nothing was written to stdout). */
+static void try_agent(void) {
+  const char *path = socket_path();
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  if (path[0] == '\0' || strlen(path) >= sizeof addr.sun_path) return;
+  strcpy(addr.sun_path, path);
+  size_t env_len = 0;
+  for (char **e = environ; *e; e++) env_len += strlen(*e) + 1;
+  if (env_len + stdin_len + 12 > MAX_FRAME) return;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  /* A unix connect never waits: absent, refused or a full backlog all fail here. */
+  if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) goto fallback;
+  long long deadline = now_ms() + ACCEPT_MS;
+  unsigned char head[8] = {'V', 'L', 'A', '1'};
+  put_u32(head + 4, (uint32_t)env_len);
+  if (send_all(fd, head, sizeof head, deadline) != 0) goto fallback;
+  for (char **e = environ; *e; e++)
+    if (send_all(fd, *e, strlen(*e) + 1, deadline) != 0) goto fallback;
+  put_u32(head, (uint32_t)stdin_len);
+  if (send_all(fd, head, 4, deadline) != 0 || send_all(fd, stdin_buf, stdin_len, deadline) != 0) goto fallback;
+  char verdict = 0;
+  if (recv_all(fd, &verdict, 1, deadline) != 0 || verdict != 'A') goto fallback;
+  deadline = now_ms() + ANSWER_MS;
+  unsigned char answer_head[5];
+  if (recv_all(fd, answer_head, sizeof answer_head, deadline) != 0) goto fallback;
+  uint32_t out_len = answer_head[1] | answer_head[2] << 8 | answer_head[3] << 16 | (uint32_t)answer_head[4] << 24;
+  if (out_len > MAX_FRAME) goto fallback;
+  char *out = malloc(out_len ? out_len : 1);
+  if (!out || recv_all(fd, out, out_len, deadline) != 0) goto fallback;
+  close(fd);
+  /* From here on the answer is the agent's: a failed write is this call's failure, never a second run. */
+  for (size_t done = 0; done < out_len;) {
+    ssize_t n = write(1, out + done, out_len - done);
+    if (n > 0) done += (size_t)n;
+    else if (n < 0 && errno == EINTR) continue;
+    else _exit(1);
+  }
+  _exit(answer_head[0]);
+fallback:
+  close(fd);
+}
+
+/* stdin was read whole: give the plugin the same bytes on its fd 0, from memory. */
+static int restore_stdin(void) {
+  int fd = memfd_create("cni-stdin", 0);
+  if (fd < 0) return -1;
+  for (size_t done = 0; done < stdin_len;) {
+    ssize_t n = write(fd, stdin_buf + done, stdin_len - done);
+    if (n <= 0) return -1;
+    done += (size_t)n;
+  }
+  if (lseek(fd, 0, SEEK_SET) != 0 || dup2(fd, 0) != 0) return -1;
+  close(fd);
+  return 0;
+}
+
+static int fail(const char *what) {
+  /* The CNI error shape; the version is unknown without parsing the netconf, and 1.0.0 is what we install. */
+  printf("{\"cniVersion\":\"1.0.0\",\"code\":999,\"msg\":\"vpc-lease-cni shim: %s: %s\"}", what, strerror(errno));
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  (void)argc;
+  read_stdin();
+  try_agent();
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return fail("cannot find itself");
+  self[n] = '\0';
+  char *slash = strrchr(self, '/');
+  if (!slash || (size_t)(slash - self) + 1 + sizeof PLUGIN_NAME > sizeof self) return fail("path too long");
+  strcpy(slash + 1, PLUGIN_NAME);
+  if (restore_stdin() != 0) return fail("cannot hand stdin on");
+  argv[0] = self;
+  execve(self, argv, environ);
+  return fail("cannot execute " PLUGIN_NAME);
+}
