@@ -54,8 +54,11 @@ export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv): P
   }
   if (args[0] === 'agent') {
     // The resident agent behind the shim (node/agent/); a plugin call never loads it.
-    const { runAgent } = await import('./agent/command.js');
-    return runAgent(args.slice(1), env);
+    const [{ runAgent }, { agentMetrics }] = await Promise.all([
+      import('./agent/command.js'),
+      import('./metrics/agent-metrics.js'),
+    ]);
+    return runAgent(args.slice(1), env, agentMetrics().extensions);
   }
   if (args[0] === 'install') {
     try {

@@ -30,7 +30,7 @@ export async function runAgent(
     process.stderr.write(`vpc-lease-cni agent: ${errorMessage(err)}\n`);
     return 2;
   }
-  const deps = new WarmDeps(log);
+  const deps = new WarmDeps(log, Date.now, extensions.depsHooks);
   let server: AgentServer;
   let sidecars: readonly AgentSidecar[] = [];
   try {

@@ -4,7 +4,8 @@ import type { Logger } from '../../shared/log.js';
 import { drainFallbackRecords } from './fallback-records.js';
 import { Registry } from './registry.js';
 
-export type CniMetricCommand = 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS';
+/** The commands counted; `unknown` keeps a garbled CNI_COMMAND from making a new series per value. */
+export type CniMetricCommand = 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS' | 'VERSION' | 'unknown';
 /** Who ran a command: the resident agent, or the full plugin the shim executed because the agent did not answer. */
 export type CommandPath = 'agent' | 'fallback';
 
@@ -103,8 +104,12 @@ export class NodeMetrics {
     'When the lease gauges were last read from the store (Unix seconds).',
   );
   private leasesReadAtMs: number | undefined;
+  private readLeases: (() => Promise<readonly Lease[]>) | undefined;
+  private fallbackDataDir: string | undefined;
 
   constructor(private readonly options: NodeMetricsOptions) {
+    this.readLeases = options.readLeases;
+    this.fallbackDataDir = options.fallbackDataDir;
     this.registry
       .gauge(N.buildInfo, 'The running vpc-lease build (value 1).', ['version', 'runtime', 'arch'])
       .set({ version: options.version, runtime: process.version, arch: process.arch }, 1);
@@ -135,17 +140,27 @@ export class NodeMetrics {
     this.credentialRefreshes.inc({ result: ok ? 'success' : 'error' });
   }
 
+  /** The agent learns its node and dataDir from the first request's netconf and identity. */
+  setLeaseSource(read: () => Promise<readonly Lease[]>): void {
+    if (this.readLeases !== read) this.leasesReadAtMs = undefined;
+    this.readLeases = read;
+  }
+
+  setFallbackDataDir(dataDir: string): void {
+    this.fallbackDataDir = dataDir;
+  }
+
   private drainFallbacks(): void {
-    if (this.options.fallbackDataDir === undefined) return;
+    if (this.fallbackDataDir === undefined) return;
     try {
-      for (const o of drainFallbackRecords(this.options.fallbackDataDir, this.options.nowMs())) this.observeCommand(o);
+      for (const o of drainFallbackRecords(this.fallbackDataDir, this.options.nowMs())) this.observeCommand(o);
     } catch (err) {
       this.options.log?.warn('metrics: cannot read the fallback records', { error: errorMessage(err) });
     }
   }
 
   private async refreshLeases(): Promise<void> {
-    const read = this.options.readLeases;
+    const read = this.readLeases;
     if (!read) return;
     const nowMs = this.options.nowMs();
     const maxAgeMs = this.options.leasesMaxAgeMs ?? DEFAULT_LEASES_MAX_AGE_MS;

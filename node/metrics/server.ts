@@ -16,7 +16,8 @@ export interface MetricsListen {
 }
 
 /**
- * `VPC_LEASE_METRICS_ADDRESS`: `host:port`, `[v6]:port`, `:port` (loopback, another port) or `off`; unset means
+ * `VPC_LEASE_METRICS_ADDRESS`: `host:port`, `[v6]:port`, `:port` (loopback, another port; 0 lets the kernel pick,
+ * as tests and `npm start` do) or `off`; unset means
  * loopback on the default port. Returns undefined for `off`.
  */
 export function metricsListenFromEnv(env: NodeJS.ProcessEnv): MetricsListen | undefined {
@@ -25,7 +26,7 @@ export function metricsListenFromEnv(env: NodeJS.ProcessEnv): MetricsListen | un
   if (raw === 'off') return undefined;
   const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(raw);
   const port = Number(match?.[3]);
-  if (!match || port < 1 || port > 65535)
+  if (!match || port > 65535)
     throw new ValidationError(`${METRICS_ADDRESS_ENV}=${JSON.stringify(raw)}: expected host:port, :port or off`);
   return { host: match[1] ?? (match[2] || DEFAULT_METRICS_HOST), port };
 }
