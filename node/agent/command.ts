@@ -30,7 +30,8 @@ export async function runAgent(
     process.stderr.write(`vpc-lease-cni agent: ${errorMessage(err)}\n`);
     return 2;
   }
-  const deps = new WarmDeps(log, Date.now, extensions.depsHooks);
+  const hangAt = env['VPC_LEASE_TEST_MODE'] === '1' ? env['VPC_LEASE_TEST_HANG_AT'] : undefined;
+  const deps = new WarmDeps(log, Date.now, hangAt, extensions.depsHooks);
   let server: AgentServer;
   let sidecars: readonly AgentSidecar[] = [];
   try {

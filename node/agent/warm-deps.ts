@@ -61,11 +61,14 @@ export class WarmDeps {
   constructor(
     private readonly log: Logger,
     private readonly nowMs: () => number = Date.now,
+    /** VPC_LEASE_TEST_HANG_AT from the agent's own environment (test mode), added to every call's. */
+    private readonly hangAt?: string,
     private readonly hooks: WarmDepsHooks = {},
   ) {}
 
   /** The PluginDeps of one forwarded call: the request's own environment, the agent's warm parts. */
-  forCall(env: NodeJS.ProcessEnv): PluginDeps {
+  forCall(requestEnv: NodeJS.ProcessEnv): PluginDeps {
+    const env = this.hangAt ? { ...requestEnv, VPC_LEASE_TEST_HANG_AT: this.hangAt } : requestEnv;
     return {
       env,
       nowMs: this.nowMs,

@@ -10,6 +10,8 @@ import { ROUTING_STEPS, type RoutingStep } from './pod-routing.js';
  *   ROUTING_STEPS (tables, rules, host veth) run only in the configurations that need them (L3/L3S, hostVeth).
  * - VPC_LEASE_TEST_SKIP_ENI_UP=1: setup leaves a down ENI down, the negative control showing that a plugin which
  *   does not bring a hot-plugged ENI up gives its pods no carrier.
+ * - VPC_LEASE_TEST_HANG_AT=<step>: block the whole process right after <step>, so a test can SIGKILL the node
+ *   agent with an ADD half done at a known point (the agent sets it from its own environment, never a request's).
  */
 export const FAULT_STEPS = [
   'journal-intent',
@@ -32,6 +34,7 @@ export interface TestHooks {
   readonly linkKind: 'ipvlan' | 'macvlan';
   readonly failAt?: FaultStep;
   readonly skipEniUp?: boolean;
+  readonly hangAt?: FaultStep;
 }
 
 export class InjectedFault extends VpcLeaseError {
@@ -46,7 +49,8 @@ export function testHooksFromEnv(env: NodeJS.ProcessEnv): TestHooks {
   const kind = env['VPC_LEASE_TEST_LINK_KIND'];
   const failAt = env['VPC_LEASE_TEST_FAIL_AT'];
   const skipEniUp = env['VPC_LEASE_TEST_SKIP_ENI_UP'];
-  if (!kind && !failAt && !skipEniUp) return NO_HOOKS;
+  const hangAt = env['VPC_LEASE_TEST_HANG_AT'];
+  if (!kind && !failAt && !skipEniUp && !hangAt) return NO_HOOKS;
   if (env['VPC_LEASE_TEST_MODE'] !== '1')
     throw new CniError(
       CniCode.invalidEnvironment,
@@ -56,15 +60,20 @@ export function testHooksFromEnv(env: NodeJS.ProcessEnv): TestHooks {
     throw new CniError(CniCode.invalidEnvironment, `VPC_LEASE_TEST_LINK_KIND must be ipvlan or macvlan, got ${kind}`);
   if (failAt && !ALL_STEPS.includes(failAt))
     throw new CniError(CniCode.invalidEnvironment, `VPC_LEASE_TEST_FAIL_AT: unknown step ${failAt}`);
+  if (hangAt && !ALL_STEPS.includes(hangAt))
+    throw new CniError(CniCode.invalidEnvironment, `VPC_LEASE_TEST_HANG_AT: unknown step ${hangAt}`);
   if (skipEniUp && skipEniUp !== '1')
     throw new CniError(CniCode.invalidEnvironment, `VPC_LEASE_TEST_SKIP_ENI_UP must be 1, got ${skipEniUp}`);
   return {
     linkKind: kind === 'macvlan' ? 'macvlan' : 'ipvlan',
     ...(failAt ? { failAt: failAt as FaultStep } : {}),
     ...(skipEniUp ? { skipEniUp: true } : {}),
+    ...(hangAt ? { hangAt: hangAt as FaultStep } : {}),
   };
 }
 
 export function faultPoint(hooks: TestHooks, step: FaultStep): void {
   if (hooks.failAt === step) throw new InjectedFault(step);
+  // Synchronous on purpose: nothing else in the process may run on (the test kills it here).
+  if (hooks.hangAt === step) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
 }

@@ -36,6 +36,8 @@ export interface RunOptions {
   /** Replaces CNI_* / test variables (undefined removes one). */
   readonly env?: Record<string, string | undefined>;
   readonly args?: string;
+  /** What the runtime executes (default: the plugin itself; the agent suites run the shim). */
+  readonly executable?: string;
 }
 
 export const SUBNET_CIDR = '10.77.0.0/24';
@@ -225,7 +227,7 @@ export class NodeFixture {
       else env[k] = v;
     }
     const stdin = options.stdin ?? JSON.stringify(netconf ?? this.netconf('1.1.0'));
-    return runProcess(this.cni, [], env, stdin);
+    return runProcess(options.executable ?? this.cni, [], env, stdin);
   }
 
   /** Runs a reference plugin from /usr/lib/cni with the same contract. */
