@@ -58,7 +58,7 @@ export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv): P
       import('./agent/command.js'),
       import('./metrics/agent-metrics.js'),
     ]);
-    return runAgent(args.slice(1), env, agentMetrics().extensions);
+    return runAgent(args.slice(1), env, agentMetrics(env).extensions);
   }
   if (args[0] === 'install') {
     try {

@@ -5,6 +5,9 @@ import { parseNetconf } from '../config/netconf.js';
 import { type CniMetricCommand, NodeMetrics } from './node-metrics.js';
 import { metricsListenFromEnv, startMetricsServer } from './server.js';
 
+/** Seconds a read of the node's leases serves scrapes (default 30): one partition Query per window. */
+export const LEASES_MAX_AGE_ENV = 'VPC_LEASE_METRICS_LEASES_MAX_AGE_S';
+
 const COMMANDS = new Set<string>(['ADD', 'DEL', 'CHECK', 'GC', 'STATUS', 'VERSION']);
 
 /** The netconf's default dataDir: where fallback records land before any request tells the agent otherwise. */
@@ -15,8 +18,17 @@ const DEFAULT_DATA_DIR = parseNetconf({ cniVersion: '1.0.0', name: 'vpc-lease', 
  * credential refreshes and find the node's leases, and its sidecar serves /metrics where
  * VPC_LEASE_METRICS_ADDRESS says (loopback:61680 by default; `off` serves nothing).
  */
-export function agentMetrics(nowMs: () => number = Date.now): { metrics: NodeMetrics; extensions: AgentExtensions } {
-  const metrics = new NodeMetrics({ version: packageJson.version, nowMs, fallbackDataDir: DEFAULT_DATA_DIR });
+export function agentMetrics(
+  env: NodeJS.ProcessEnv,
+  nowMs: () => number = Date.now,
+): { metrics: NodeMetrics; extensions: AgentExtensions } {
+  const maxAgeS = Number(env[LEASES_MAX_AGE_ENV]);
+  const metrics = new NodeMetrics({
+    version: packageJson.version,
+    nowMs,
+    fallbackDataDir: DEFAULT_DATA_DIR,
+    ...(env[LEASES_MAX_AGE_ENV] && Number.isFinite(maxAgeS) && maxAgeS >= 0 ? { leasesMaxAgeMs: maxAgeS * 1000 } : {}),
+  });
   const extensions: AgentExtensions = {
     observer: {
       commandFinished(event: CommandEvent) {

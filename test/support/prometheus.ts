@@ -14,6 +14,8 @@ export interface PrometheusHandle {
   query(promql: string): Promise<{ metric: Record<string, string>; value: number }[]>;
   /** Resolves once every target has been scraped, successfully, at or after `afterMs`; how many polls it took. */
   waitForScrapeAfter(afterMs: number, timeoutMs?: number): Promise<number>;
+  /** Resolves once `promql` returns a non-empty vector (a filter such as `x >= 5`); how many polls it took. */
+  waitForValue(promql: string, timeoutMs?: number): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -83,14 +85,15 @@ export async function startPrometheus(
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+  const query = async (promql: string) => {
+    const data = await getJson<{ result: { metric: Record<string, string>; value: [number, string] }[] }>(
+      `${url}/api/v1/query?query=${encodeURIComponent(promql)}`,
+    );
+    return data.result.map((r) => ({ metric: r.metric, value: Number(r.value[1]) }));
+  };
   return {
     url,
-    async query(promql) {
-      const data = await getJson<{ result: { metric: Record<string, string>; value: [number, string] }[] }>(
-        `${url}/api/v1/query?query=${encodeURIComponent(promql)}`,
-      );
-      return data.result.map((r) => ({ metric: r.metric, value: Number(r.value[1]) }));
-    },
+    query,
     async waitForScrapeAfter(afterMs, timeoutMs = 60_000) {
       const deadline = Date.now() + timeoutMs;
       for (let polls = 1; ; polls += 1) {
@@ -101,6 +104,14 @@ export async function startPrometheus(
         if (done && data.activeTargets.length === targets.length) return polls;
         if (Date.now() > deadline)
           throw new Error(`no scrape after ${new Date(afterMs).toISOString()}: ${JSON.stringify(data.activeTargets)}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    },
+    async waitForValue(promql, timeoutMs = 60_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (let polls = 1; ; polls += 1) {
+        if ((await query(promql)).length > 0) return polls;
+        if (Date.now() > deadline) throw new Error(`${promql} stayed empty for ${timeoutMs} ms`);
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
     },
