@@ -3,11 +3,14 @@ import { isSea } from 'node:sea';
 import { errorMessage } from '../shared/errors.js';
 import { sleepMs } from '../shared/sleep.js';
 import { CniError } from './cni/errors.js';
-import { runSkel } from './cni/skel.js';
+import { type CniHandlers, runSkel } from './cni/skel.js';
+import { parseNetconf } from './config/netconf.js';
 import { NetlinkDatapath } from './datapath/netlink-datapath.js';
 import { type InstallOptions, install, installOptionsFromArgs } from './installer/install.js';
 import { storeReadiness } from './installer/readiness.js';
 import { SEA_NATIVE_FILES } from './launcher/layout.js';
+import { appendFallbackRecord } from './metrics/fallback-records.js';
+import { observeHandlers } from './metrics/observe-handlers.js';
 import { pluginHandlers } from './plugin/handlers.js';
 import { readBootId } from './plugin/status.js';
 import { openLeaseStore } from './store/open-store.js';
@@ -31,6 +34,17 @@ async function warnOnKubeletMaxPods(options: InstallOptions, env: NodeJS.Process
   }
 }
 
+/**
+ * This process ran the command itself, not the agent: the agent counts it from the record (fallback-records.ts).
+ * A netconf too broken to name its dataDir leaves no record; its error is in the runtime's log anyway.
+ */
+function recordFallbacks(handlers: CniHandlers): CniHandlers {
+  return observeHandlers(handlers, (request, outcome) => {
+    const dataDir = parseNetconf(request.netconf).dataDir;
+    appendFallbackRecord(dataDir, { command: request.command, ...outcome, atMs: Date.now() });
+  });
+}
+
 /** `vpc-lease-cni` as the runtime calls it (CNI_* env + stdin), or `vpc-lease-cni install …` / `max-pods …` / `agent`. */
 export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   if (args[0] === 'max-pods') {
@@ -41,8 +55,11 @@ export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv): P
   }
   if (args[0] === 'agent') {
     // The resident agent behind the shim (node/agent/); a plugin call never loads it.
-    const { runAgent } = await import('./agent/command.js');
-    return runAgent(args.slice(1), env);
+    const [{ runAgent }, { agentMetrics }] = await Promise.all([
+      import('./agent/command.js'),
+      import('./metrics/agent-metrics.js'),
+    ]);
+    return runAgent(args.slice(1), env, agentMetrics(env).extensions);
   }
   if (args[0] === 'install') {
     try {
@@ -69,13 +86,15 @@ export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv): P
       return 1;
     }
   }
-  const handlers = pluginHandlers({
-    env,
-    nowMs: Date.now,
-    bootId: () => readBootId(),
-    openStore: openLeaseStore,
-    openDatapath: (log, hooks) => NetlinkDatapath.open(log, hooks),
-  });
+  const handlers = recordFallbacks(
+    pluginHandlers({
+      env,
+      nowMs: Date.now,
+      bootId: () => readBootId(),
+      openStore: openLeaseStore,
+      openDatapath: (log, hooks) => NetlinkDatapath.open(log, hooks),
+    }),
+  );
   return runSkel(handlers, {
     env,
     // A closed or absent stdin reads as empty, which the skel reports as a decode failure (code 6).

@@ -7,6 +7,7 @@ import { enisCommand } from './commands/enis.js';
 import { gcCommand } from './commands/gc.js';
 import { leaseCommand, leasesCommand } from './commands/leases.js';
 import { localCommand } from './commands/local.js';
+import { nodeCommand } from './commands/node.js';
 import { nodesCommand } from './commands/nodes.js';
 import { limitsCommand, maxPodsCommand } from './commands/planning.js';
 import { subnetsCommand } from './commands/subnets.js';
@@ -15,6 +16,7 @@ import { CliError, EXIT, explainAwsError } from './errors.js';
 
 export const COMMANDS: readonly Command[] = [
   nodesCommand,
+  nodeCommand,
   leasesCommand,
   leaseCommand,
   enisCommand,

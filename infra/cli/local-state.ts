@@ -28,6 +28,8 @@ export interface LocalState {
   readonly vpcId: string;
   readonly subnetIds: readonly string[];
   readonly dataDir: string;
+  /** `npm start --keep`: each simulated node's agent, where its /metrics is served. */
+  readonly nodes?: readonly { readonly instanceId: string; readonly metricsUrl: string }[];
 }
 
 export class LocalStateError extends CliError {

@@ -49,7 +49,7 @@ export async function runAgent(
     return 2;
   }
   const hangAt = env['VPC_LEASE_TEST_MODE'] === '1' ? env['VPC_LEASE_TEST_HANG_AT'] : undefined;
-  const deps = new WarmDeps(log, Date.now, hangAt);
+  const deps = new WarmDeps(log, Date.now, hangAt, extensions.depsHooks);
   let server: AgentServer;
   let sidecars: readonly AgentSidecar[] = [];
   try {

@@ -1,4 +1,5 @@
 import type { Logger } from '../../shared/log.js';
+import type { WarmDepsHooks } from './warm-deps.js';
 
 /** Which process ran a command: the resident agent, or the full plugin the shim executed instead. */
 export type CommandPath = 'agent' | 'fallback';
@@ -31,6 +32,8 @@ export interface AgentSidecar {
 
 export interface AgentExtensions {
   readonly observer: AgentObserver;
+  /** Hooks into the warm identity and stores (metrics: store latency, credential refreshes, the node's leases). */
+  readonly depsHooks?: WarmDepsHooks;
   /**
    * Called once the socket listens: the place to start an HTTP server (metrics). `env` is the agent's own
    * environment; the returned sidecars are closed when the agent stops.

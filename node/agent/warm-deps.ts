@@ -3,6 +3,7 @@ import type { Logger } from '../../shared/log.js';
 import type { PluginConfig } from '../config/netconf.js';
 import { NetlinkDatapath } from '../datapath/netlink-datapath.js';
 import { type IdentityOptions, loadIdentity, type NodeIdentity } from '../identity/identity.js';
+import type { DynamoRequestObserver } from '../metrics/observed-dynamo.js';
 import type { PluginDeps } from '../plugin/context.js';
 import { readBootId } from '../plugin/status.js';
 import { openLeaseStore } from '../store/open-store.js';
@@ -13,6 +14,16 @@ const CREDENTIAL_MARGIN_MS = 5 * 60_000;
 const REFRESH_AHEAD_MS = 60_000;
 /** Configurations and identities seen by one agent: a node has one or two; a bound keeps a bug from growing it. */
 const MAX_ENTRIES = 16;
+
+/** What the agent's metrics watch (node/metrics/agent-metrics.ts); every hook is optional and must not throw. */
+export interface WarmDepsHooks {
+  /** Times each DynamoDB request of the stores the agent opens. */
+  readonly observeStore?: DynamoRequestObserver;
+  /** After each identity fetch from IMDS (a credential refresh), successful or not. */
+  readonly onIdentityFetch?: (ok: boolean) => void;
+  /** Each store opened, with the node and configuration it serves. */
+  readonly onStoreOpened?: (store: LeaseStore, identity: NodeIdentity, config: PluginConfig) => void;
+}
 
 interface WarmIdentity {
   identity: NodeIdentity;
@@ -52,6 +63,7 @@ export class WarmDeps {
     private readonly nowMs: () => number = Date.now,
     /** VPC_LEASE_TEST_HANG_AT from the agent's own environment (test mode), added to every call's. */
     private readonly hangAt?: string,
+    private readonly hooks: WarmDepsHooks = {},
   ) {}
 
   /** The PluginDeps of one forwarded call: the request's own environment, the agent's warm parts. */
@@ -76,8 +88,17 @@ export class WarmDeps {
 
   private async fetch(key: string, options: IdentityOptions, force: boolean): Promise<NodeIdentity> {
     // ttlS 0 skips the on-disk copy: a refresh ahead of time must ask IMDS, not reread what is about to expire.
-    const identity = await loadIdentity({ ...options, nowMs: this.nowMs(), ...(force ? { ttlS: 0 } : {}) });
-    if (identity.source === 'imds') this.refreshes++;
+    let identity: NodeIdentity;
+    try {
+      identity = await loadIdentity({ ...options, nowMs: this.nowMs(), ...(force ? { ttlS: 0 } : {}) });
+    } catch (err) {
+      this.hooks.onIdentityFetch?.(false);
+      throw err;
+    }
+    if (identity.source === 'imds') {
+      this.refreshes++;
+      this.hooks.onIdentityFetch?.(true);
+    }
     const nowMs = this.nowMs();
     const expiry = identity.credentials.expirationMs;
     const validUntilMs = Math.min(
@@ -131,8 +152,10 @@ export class WarmDeps {
         endpoint ? { ...config, dynamoEndpoint: endpoint } : config,
         identity,
         async () => (await this.identity(options)).credentials,
+        this.hooks.observeStore,
       );
       this.stores.set(key, store);
+      this.hooks.onStoreOpened?.(store, identity, config);
     }
     return store;
   }

@@ -12,7 +12,7 @@ import { CliError, EXIT } from '../errors.js';
 import { table } from '../table.js';
 import { type Command, print } from './command.js';
 
-interface DeadEvent {
+export interface DeadEvent {
   readonly messageId: string;
   readonly sentAt: string | null;
   readonly receiveCount: number;
@@ -28,7 +28,7 @@ interface DeadEvent {
 }
 
 /** The dead-letter queue: --dlq, the local cloud's, or the one queue whose name says vpc-lease and DLQ. */
-async function findDlq(ctx: CliContext, given: string | undefined): Promise<string> {
+export async function findDlq(ctx: CliContext, given: string | undefined): Promise<string> {
   if (given) return given;
   if (ctx.local) return ctx.local.dlqUrl;
   const urls = (await ctx.sqs().send(new ListQueuesCommand({ MaxResults: 1000 }))).QueueUrls ?? [];
@@ -43,7 +43,7 @@ async function findDlq(ctx: CliContext, given: string | undefined): Promise<stri
 }
 
 /** Reads without taking: visibility 0 leaves each message where it is; stops when a round brings nothing new. */
-async function peek(ctx: CliContext, queueUrl: string): Promise<Message[]> {
+export async function peek(ctx: CliContext, queueUrl: string): Promise<Message[]> {
   const seen = new Map<string, Message>();
   for (let round = 0; round < 20; round += 1) {
     const out = await ctx.sqs().send(
@@ -75,7 +75,7 @@ function parseBody(body: string): { event: LifecycleEvent } | { error: string } 
   }
 }
 
-async function describe(ctx: CliContext, m: Message): Promise<DeadEvent> {
+export async function describe(ctx: CliContext, m: Message): Promise<DeadEvent> {
   let event: {
     'detail-type'?: string;
     region?: string;

@@ -1,0 +1,181 @@
+import { isClaimable, LEASE_STATES, type Lease } from '../../shared/domain/lease.js';
+import { errorMessage } from '../../shared/errors.js';
+import type { Logger } from '../../shared/log.js';
+import { drainFallbackRecords } from './fallback-records.js';
+import { Registry } from './registry.js';
+
+/** The commands counted; `unknown` keeps a garbled CNI_COMMAND from making a new series per value. */
+export type CniMetricCommand = 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS' | 'VERSION' | 'unknown';
+/** Who ran a command: the resident agent, or the full plugin the shim executed because the agent did not answer. */
+export type CommandPath = 'agent' | 'fallback';
+
+/** One finished CNI command, as the agent (or a fallback record) reports it. */
+export interface CommandObservation {
+  readonly command: CniMetricCommand;
+  readonly path: CommandPath;
+  /** 0 on success, else the CNI error code printed. */
+  readonly code: number;
+  readonly durationS: number;
+}
+
+export interface NodeMetricsOptions {
+  readonly version: string;
+  readonly nowMs: () => number;
+  /** This node's leases (one consistent Query of its partition); absent: no lease gauges. */
+  readonly readLeases?: () => Promise<readonly Lease[]>;
+  /** Scrapes within this age reuse the last read: one Query per window however many scrapers there are. */
+  readonly leasesMaxAgeMs?: number;
+  /** The plugin's dataDir: its fallback records are drained into the command metrics on every scrape. */
+  readonly fallbackDataDir?: string;
+  readonly log?: Logger;
+}
+
+export const DEFAULT_LEASES_MAX_AGE_MS = 30_000;
+
+/** Every metric name the node exports: the dashboard and alert-rule tests check their PromQL against this list. */
+export const NODE_METRIC_NAMES = {
+  buildInfo: 'vpc_lease_build_info',
+  cniRequests: 'vpc_lease_cni_requests_total',
+  cniDuration: 'vpc_lease_cni_request_duration_seconds',
+  fallbackExecutions: 'vpc_lease_fallback_executions_total',
+  storeDuration: 'vpc_lease_store_request_duration_seconds',
+  storeErrors: 'vpc_lease_store_errors_total',
+  credentialRefreshes: 'vpc_lease_credential_refreshes_total',
+  leases: 'vpc_lease_node_leases',
+  claimableLeases: 'vpc_lease_node_claimable_leases',
+  leasesReadTime: 'vpc_lease_node_leases_read_timestamp_seconds',
+  residentMemory: 'process_resident_memory_bytes',
+  startTime: 'process_start_time_seconds',
+} as const;
+
+const N = NODE_METRIC_NAMES;
+
+/** An error as a bounded label value: the DynamoDB error type, a socket errno, or the error's name. */
+export function errorLabel(err: unknown): string {
+  const e = err as { code?: unknown; name?: unknown } | undefined;
+  const raw = typeof e?.code === 'string' ? e.code : typeof e?.name === 'string' ? e.name : 'Error';
+  return raw.replace(/[^A-Za-z0-9_]/g, '_').slice(0, 64) || 'Error';
+}
+
+/**
+ * The node agent's metrics (names in NODE_METRIC_NAMES). Leases by state are read from the store on scrape and
+ * cached for `leasesMaxAgeMs`; a failed read drops the lease gauges instead of serving stale counts, and the
+ * failure shows in the store error counter of the request that failed.
+ */
+export class NodeMetrics {
+  readonly registry = new Registry();
+  private readonly cniRequests = this.registry.counter(
+    N.cniRequests,
+    'CNI commands finished on this node, by command, result (success|error) and CNI error code (0 on success).',
+    ['command', 'result', 'code'],
+  );
+  private readonly cniDuration = this.registry.histogram(
+    N.cniDuration,
+    'Time to run a CNI command, through the agent or in the fallback plugin (measured by whoever ran it).',
+    ['command', 'path'],
+  );
+  private readonly fallbackExecutions = this.registry.counter(
+    N.fallbackExecutions,
+    'CNI commands the full plugin ran itself because the agent did not answer (read from its fallback records).',
+    ['command'],
+  );
+  private readonly storeDuration = this.registry.histogram(
+    N.storeDuration,
+    'DynamoDB request latency from the agent, SDK-style retries included, by operation.',
+    ['operation'],
+  );
+  private readonly storeErrors = this.registry.counter(
+    N.storeErrors,
+    'DynamoDB requests that failed, by operation and error (ConditionalCheckFailedException is a lost race).',
+    ['operation', 'error'],
+  );
+  private readonly credentialRefreshes = this.registry.counter(
+    N.credentialRefreshes,
+    'Instance-role credential refreshes by the agent, by result (success|error).',
+    ['result'],
+  );
+  private readonly leases = this.registry.gauge(N.leases, "This node's leases by state, from the store.", ['state']);
+  private readonly claimable = this.registry.gauge(
+    N.claimableLeases,
+    'Leases of this node an ADD could claim now (FREE, or COOLDOWN past reusableAt).',
+  );
+  private readonly leasesReadTime = this.registry.gauge(
+    N.leasesReadTime,
+    'When the lease gauges were last read from the store (Unix seconds).',
+  );
+  private leasesReadAtMs: number | undefined;
+  private readLeases: (() => Promise<readonly Lease[]>) | undefined;
+  private fallbackDataDir: string | undefined;
+
+  constructor(private readonly options: NodeMetricsOptions) {
+    this.readLeases = options.readLeases;
+    this.fallbackDataDir = options.fallbackDataDir;
+    this.registry
+      .gauge(N.buildInfo, 'The running vpc-lease build (value 1).', ['version', 'runtime', 'arch'])
+      .set({ version: options.version, runtime: process.version, arch: process.arch }, 1);
+    const rss = this.registry.gauge(N.residentMemory, 'Resident memory of this process in bytes.');
+    this.registry
+      .gauge(N.startTime, 'Start time of this process since the Unix epoch in seconds.')
+      .set({}, Math.round((Date.now() - performance.now()) / 1000));
+    this.registry.onCollect(() => rss.set({}, process.memoryUsage.rss()));
+    this.registry.onCollect(() => this.refreshLeases());
+    this.registry.onCollect(() => this.drainFallbacks());
+    for (const result of ['success', 'error']) this.credentialRefreshes.touch({ result });
+  }
+
+  observeCommand(o: CommandObservation): void {
+    const result = o.code === 0 ? 'success' : 'error';
+    this.cniRequests.inc({ command: o.command, result, code: String(o.code) });
+    this.cniDuration.observe({ command: o.command, path: o.path }, o.durationS);
+    if (o.path === 'fallback') this.fallbackExecutions.inc({ command: o.command });
+  }
+
+  /** Fits observeDynamo's observer: `metrics.observeStoreRequest` wraps the node's DynamoDB client. */
+  readonly observeStoreRequest = (operation: string, durationS: number, err?: unknown): void => {
+    this.storeDuration.observe({ operation }, durationS);
+    if (err !== undefined) this.storeErrors.inc({ operation, error: errorLabel(err) });
+  };
+
+  observeCredentialRefresh(ok: boolean): void {
+    this.credentialRefreshes.inc({ result: ok ? 'success' : 'error' });
+  }
+
+  /** The agent learns its node and dataDir from the first request's netconf and identity. */
+  setLeaseSource(read: () => Promise<readonly Lease[]>): void {
+    if (this.readLeases !== read) this.leasesReadAtMs = undefined;
+    this.readLeases = read;
+  }
+
+  setFallbackDataDir(dataDir: string): void {
+    this.fallbackDataDir = dataDir;
+  }
+
+  private drainFallbacks(): void {
+    if (this.fallbackDataDir === undefined) return;
+    try {
+      for (const o of drainFallbackRecords(this.fallbackDataDir, this.options.nowMs())) this.observeCommand(o);
+    } catch (err) {
+      this.options.log?.warn('metrics: cannot read the fallback records', { error: errorMessage(err) });
+    }
+  }
+
+  private async refreshLeases(): Promise<void> {
+    const read = this.readLeases;
+    if (!read) return;
+    const nowMs = this.options.nowMs();
+    const maxAgeMs = this.options.leasesMaxAgeMs ?? DEFAULT_LEASES_MAX_AGE_MS;
+    if (this.leasesReadAtMs !== undefined && nowMs - this.leasesReadAtMs < maxAgeMs) return;
+    try {
+      const all = await read();
+      for (const state of LEASE_STATES) this.leases.set({ state }, all.filter((l) => l.state === state).length);
+      this.claimable.set({}, all.filter((l) => isClaimable(l, nowMs)).length);
+      this.leasesReadTime.set({}, nowMs / 1000);
+      this.leasesReadAtMs = nowMs;
+    } catch (err) {
+      this.leases.clear();
+      this.claimable.clear();
+      this.leasesReadAtMs = undefined;
+      this.options.log?.warn('metrics: cannot read this node’s leases', { error: errorMessage(err) });
+    }
+  }
+}
