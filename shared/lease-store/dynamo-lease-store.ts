@@ -15,6 +15,7 @@ import {
   A,
   decodeLease,
   decodeNode,
+  decodeNodeRef,
   encodeNewLease,
   encodeNode,
   HOLDER_ATTRS,
@@ -22,8 +23,8 @@ import {
   leaseKey,
   nodeKey,
 } from './item-codec.js';
-import type { ClaimOptions, HolderRef, LeaseStore } from './port.js';
-import { CLAIMABLE_INDEX, LEASE_SORT_PREFIX, NODE_SORT_KEY } from './table.js';
+import type { ClaimOptions, HolderRef, LeaseStore, NodeCursor, NodeRef, NodeRefPage } from './port.js';
+import { CLAIMABLE_INDEX, LEASE_SORT_PREFIX, NODE_INDEX, NODE_SORT_KEY, nodeIndexShards } from './table.js';
 import { checkArn, checkHolder, checkHolderRef, checkIp, checkNewLeases, checkNode, checkTimeMs } from './validate.js';
 
 export interface DynamoLeaseStoreOptions {
@@ -422,23 +423,66 @@ export class DynamoLeaseStore implements LeaseStore {
     return out;
   }
 
-  /** A Scan of the whole table, filtered to node items: for operators and schedules, never a pod's hot path. */
   async listNodes(): Promise<NodeRecord[]> {
-    return guard('list', 'the node items', async () => {
-      const nodes: NodeRecord[] = [];
-      let start: Item | undefined;
-      do {
-        const page = await this.api.scan({
+    const arns: string[] = [];
+    let from: NodeCursor | undefined = { shard: 0 };
+    while (from) {
+      const page: NodeRefPage = await this.listNodeRefs(from, 1000);
+      arns.push(...page.refs.map((r) => r.instanceArn));
+      from = page.next;
+    }
+    const nodes: NodeRecord[] = [];
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < arns.length) {
+        const node = await this.getNodeOrSkip(arns[next++]!);
+        if (node) nodes.push(node);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.putConcurrency, arns.length) }, worker));
+    return nodes.sort((a, b) => a.instanceArn.localeCompare(b.instanceArn));
+  }
+
+  async listNodeRefs(from: NodeCursor = { shard: 0 }, limit = 1000): Promise<NodeRefPage> {
+    if (!Number.isInteger(from.shard) || from.shard < 0 || from.shard > NODE_INDEX.shards)
+      throw new ValidationError(`node cursor shard must be 0..${NODE_INDEX.shards}, got ${from.shard}`);
+    if (from.afterArn !== undefined) checkArn(from.afterArn);
+    if (!Number.isInteger(limit) || limit < 1) throw new ValidationError('limit must be >= 1');
+    return guard('list', 'the node index', async () => {
+      const refs: NodeRef[] = [];
+      const shards = nodeIndexShards();
+      let shard = from.shard;
+      let after = from.afterArn;
+      while (shard < shards.length && refs.length < limit) {
+        const page = await this.api.query({
           TableName: this.table,
-          FilterExpression: `${A.sk} = :node`,
-          ExpressionAttributeValues: { ':node': str(NODE_SORT_KEY) },
-          ConsistentRead: true,
-          ...(start ? { ExclusiveStartKey: start } : {}),
+          IndexName: NODE_INDEX.name,
+          KeyConditionExpression: `${A.nodeShard} = :shard`,
+          ExpressionAttributeValues: { ':shard': str(shards[shard]!) },
+          Limit: limit - refs.length,
+          ...(after ? { ExclusiveStartKey: { ...nodeKey(after), [A.nodeShard]: str(shards[shard]!) } } : {}),
         });
-        nodes.push(...this.decodeAll((page.Items ?? []) as Item[], decodeNode));
-        start = page.LastEvaluatedKey as Item | undefined;
-      } while (start);
-      return nodes;
+        refs.push(...this.decodeAll((page.Items ?? []) as Item[], decodeNodeRef));
+        const last = page.LastEvaluatedKey?.[A.pk]?.S;
+        if (last) {
+          after = last;
+        } else {
+          shard += 1;
+          after = undefined;
+        }
+      }
+      if (shard >= shards.length) return { refs };
+      return { refs, next: after ? { shard, afterArn: after } : { shard } };
     });
+  }
+
+  private async getNodeOrSkip(instanceArn: string): Promise<NodeRecord | undefined> {
+    try {
+      return await this.getNode(instanceArn);
+    } catch (err) {
+      if (!(err instanceof ValidationError)) throw err;
+      this.onIllFormed({ pk: instanceArn, sk: NODE_SORT_KEY }, err);
+      return undefined;
+    }
   }
 }

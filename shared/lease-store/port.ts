@@ -88,8 +88,36 @@ export interface LeaseStore {
    */
   updateNode(next: NodeRecord, expectedVersion: number): Promise<NodeRecord>;
 
-  /** Every node item (operators, reconciler, pool schedule — never on a pod's hot path). */
+  /**
+   * Every node item, consistent (operators, the invariant checker): the node index's refs, then one GetItem
+   * per node. Never a Scan, never a lease item read.
+   */
   listNodes(): Promise<NodeRecord[]>;
+
+  /**
+   * One page of node refs from the node index, in (shard, instance ARN) order, from `from` on: what the
+   * schedules decide on, ~150 bytes a node. Eventually consistent (a GSI cannot be read consistently): a node
+   * created a moment ago may be missing and a phase may lag, so callers act only after `getNode`.
+   * `next` is absent once the last shard is done.
+   */
+  listNodeRefs(from?: NodeCursor, limit?: number): Promise<NodeRefPage>;
+}
+
+/** What the node index projects of a node item. */
+export type NodeRef = Pick<
+  NodeRecord,
+  'instanceArn' | 'instanceId' | 'phase' | 'createdAtMs' | 'updatedAtMs' | 'goneSeenAtMs' | 'version'
+>;
+
+/** Where a walk of the node index stands: the shard (0-based) and the last instance ARN read in it. */
+export interface NodeCursor {
+  readonly shard: number;
+  readonly afterArn?: string;
+}
+
+export interface NodeRefPage {
+  readonly refs: readonly NodeRef[];
+  readonly next?: NodeCursor;
 }
 
 export interface HolderRef {
