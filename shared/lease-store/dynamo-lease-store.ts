@@ -24,7 +24,17 @@ import {
   nodeKey,
 } from './item-codec.js';
 import type { ClaimOptions, HolderRef, LeaseStore, NodeCursor, NodeRef, NodeRefPage } from './port.js';
-import { CLAIMABLE_INDEX, LEASE_SORT_PREFIX, NODE_INDEX, NODE_SORT_KEY, nodeIndexShards } from './table.js';
+import {
+  CLAIMABLE_INDEX,
+  LEASE_SORT_PREFIX,
+  NODE_INDEX,
+  NODE_SORT_KEY,
+  nodeIndexShards,
+  PASS_MARKER_SORT_KEY,
+} from './table.js';
+
+const passKey = (instanceArn: string): Item => ({ [A.pk]: str(instanceArn), [A.sk]: str(PASS_MARKER_SORT_KEY) });
+
 import { checkArn, checkHolder, checkHolderRef, checkIp, checkNewLeases, checkNode, checkTimeMs } from './validate.js';
 
 export interface DynamoLeaseStoreOptions {
@@ -421,6 +431,42 @@ export class DynamoLeaseStore implements LeaseStore {
       }
     }
     return out;
+  }
+
+  async acquirePassMarker(instanceArn: string, owner: string, nowMs: number, ttlMs: number): Promise<boolean> {
+    checkArn(instanceArn);
+    checkTimeMs('nowMs', nowMs);
+    checkTimeMs('ttlMs', ttlMs);
+    return guard('take the assignment-pass marker of', instanceArn, async () => {
+      try {
+        await this.api.putItem({
+          TableName: this.table,
+          Item: { ...passKey(instanceArn), [A.passOwner]: str(owner), [A.passUntil]: num(nowMs + ttlMs) },
+          ConditionExpression: `attribute_not_exists(${A.passUntil}) OR ${A.passUntil} < :now OR ${A.passOwner} = :owner`,
+          ExpressionAttributeValues: { ':now': num(nowMs), ':owner': str(owner) },
+        });
+        return true;
+      } catch (err) {
+        if (isConditionalCheckFailed(err)) return false;
+        throw err;
+      }
+    });
+  }
+
+  async releasePassMarker(instanceArn: string, owner: string): Promise<void> {
+    checkArn(instanceArn);
+    await guard('give back the assignment-pass marker of', instanceArn, async () => {
+      try {
+        await this.api.deleteItem({
+          TableName: this.table,
+          Key: passKey(instanceArn),
+          ConditionExpression: `${A.passOwner} = :owner`,
+          ExpressionAttributeValues: { ':owner': str(owner) },
+        });
+      } catch (err) {
+        if (!isConditionalCheckFailed(err)) throw err;
+      }
+    });
   }
 
   async listNodes(): Promise<NodeRecord[]> {

@@ -66,6 +66,9 @@ export const A = {
   goneSeenAt: 'gs',
   // The node index's key: written by encodeNode only, never in NODE_WRITABLE_ATTRS (see NODE_INDEX).
   nodeShard: NODE_INDEX.partitionKey,
+  // The pass marker's owner and expiry: control-plane only, never in NODE_WRITABLE_ATTRS.
+  passOwner: 'po',
+  passUntil: 'pu',
 } as const;
 
 export const HOLDER_ATTRS = [A.containerId, A.ifName, A.netns, A.podNamespace, A.podName, A.network] as const;

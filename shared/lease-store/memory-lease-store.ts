@@ -187,6 +187,7 @@ export class MemoryLeaseStore implements LeaseStore {
     const count = (this.leases.get(instanceArn)?.size ?? 0) + (this.nodes.has(instanceArn) ? 1 : 0);
     this.leases.delete(instanceArn);
     this.nodes.delete(instanceArn);
+    this.passMarkers.delete(instanceArn);
     return count;
   }
 
@@ -243,6 +244,25 @@ export class MemoryLeaseStore implements LeaseStore {
     const written = { ...structuredClone(next), version: expectedVersion + 1 };
     this.nodes.set(next.instanceArn, written);
     return structuredClone(written);
+  }
+
+  private readonly passMarkers = new Map<string, { owner: string; untilMs: number }>();
+
+  async acquirePassMarker(instanceArn: string, owner: string, nowMs: number, ttlMs: number): Promise<boolean> {
+    checkArn(instanceArn);
+    checkTimeMs('nowMs', nowMs);
+    checkTimeMs('ttlMs', ttlMs);
+    await tick();
+    const held = this.passMarkers.get(instanceArn);
+    if (held && held.untilMs >= nowMs && held.owner !== owner) return false;
+    this.passMarkers.set(instanceArn, { owner, untilMs: nowMs + ttlMs });
+    return true;
+  }
+
+  async releasePassMarker(instanceArn: string, owner: string): Promise<void> {
+    checkArn(instanceArn);
+    await tick();
+    if (this.passMarkers.get(instanceArn)?.owner === owner) this.passMarkers.delete(instanceArn);
   }
 
   async listNodes(): Promise<NodeRecord[]> {

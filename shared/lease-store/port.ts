@@ -89,6 +89,17 @@ export interface LeaseStore {
   updateNode(next: NodeRecord, expectedVersion: number): Promise<NodeRecord>;
 
   /**
+   * Takes the node's assignment-pass marker for `owner` until `nowMs + ttlMs`: one conditional write on the
+   * node's `pass` item, which succeeds only when no other owner holds an unexpired marker. Returns false when
+   * another pass holds it. The item's expiry attribute is not node-writable, so a node can neither hold nor
+   * forge it.
+   */
+  acquirePassMarker(instanceArn: string, owner: string, nowMs: number, ttlMs: number): Promise<boolean>;
+
+  /** Gives the marker back if `owner` still holds it (a no-op otherwise: it expired and another took it). */
+  releasePassMarker(instanceArn: string, owner: string): Promise<void>;
+
+  /**
    * Every node item, consistent (operators, the invariant checker): the node index's refs, then one GetItem
    * per node. Never a Scan, never a lease item read.
    */

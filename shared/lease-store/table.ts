@@ -60,6 +60,8 @@ export function nodeIndexShards(): string[] {
 export const LEASE_TABLE_GENERATION = 2;
 
 export const NODE_SORT_KEY = 'node';
+/** The node's assignment-pass marker (one pool pass at a time may assign addresses on a node). */
+export const PASS_MARKER_SORT_KEY = 'pass';
 export const LEASE_SORT_PREFIX = 'ip#';
 
 export function leaseSortKey(ip: string): string {

@@ -21,6 +21,8 @@ export interface PoolDeps {
   readonly resumeReleasingAfterMs?: number;
   /** How long a top-up waits inline for a new ENI's attachment before leaving it to the next run. Default 10 s. */
   readonly attachWaitMs?: number;
+  /** How long a pass's assignment marker holds its node if the pass dies. Default 90 s (pool-manager.ts). */
+  readonly passMarkerTtlMs?: number;
   /** Where the scheduled sweep stands between runs; absent: every scheduled run passes every READY node. */
   readonly sweepCursor?: SweepCursorStore;
   /** How often the paced sweep starts a new cycle over every node. Default 1 h (sweep.ts). */

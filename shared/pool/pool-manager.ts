@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Lease } from '../domain/lease.js';
 import type { NodeRecord } from '../domain/node.js';
 import type { Ec2Instance } from '../ec2/port.js';
@@ -97,45 +98,33 @@ export async function manageNodePool(deps: PoolDeps, instanceArn: string): Promi
   if (resumed.released.length + resumed.kept.length + adopted > 0) leases = await store.listLeases(instanceArn);
   leases = screenLeases(node, leases, clock.nowMs(), config.reuseWaitMs).trusted;
 
-  const nowMs = clock.nowMs();
-  const counts = countPool(leases, nowMs, config.releaseDelayMs);
-  const targets = targetsOf(deps, node);
-  const needed = calculateNeededAddresses(counts, targets);
-  const excess = calculateExcessAddresses(counts, targets);
-  const leaseRoom = targets.maxLeases - heldOf(counts);
-
+  let view = poolView(deps, node, leases);
   let leased: string[] = [];
   let shortfall = 0;
   let waitingForAttachment = false;
-  if (needed > 0 || enisInProgress(node).length > 0) {
-    let instance: Ec2Instance | undefined;
-    const readInstance = async (): Promise<Ec2Instance> => {
-      if (!instance) {
-        const seen = await deps.ec2.describeInstance(node.instanceId);
-        if (!seen || !RUNNING_STATES.has(seen.state)) throw new InstanceNotRunningError(node.instanceId, seen?.state);
-        instance = seen;
-      }
-      return instance;
-    };
+  if (view.needed > 0 || enisInProgress(node).length > 0) {
+    // One assigning pass per node: Assign has no idempotency token, so a stream pass and the sweep that both
+    // saw the node low would both add addresses (released only after releaseDelayMs).
+    const owner = randomUUID();
+    if (!(await store.acquirePassMarker(instanceArn, owner, clock.nowMs(), passMarkerTtlMs(deps))))
+      throw new AssignPassBusyError(instanceArn);
     try {
-      let current: NodeRecord = node;
-      if (needed > 0) {
-        const result = await topUp(deps, node, readInstance, needed, leaseRoom);
-        leased = [...result.leased];
-        shortfall = result.shortfall;
-        if (result.plannedEni) current = (await store.getNode(instanceArn)) ?? node;
-      }
-      if (current.phase === 'READY' && enisInProgress(current).length > 0) {
-        const advanced = await advanceNewEnis(deps, current, await readInstance(), leaseRoom - leased.length);
-        leased.push(...advanced.leased);
-        waitingForAttachment = advanced.waiting;
-      }
-    } catch (err) {
-      if (!(err instanceof InstanceNotRunningError)) throw err;
-      return { ...base, skipped: err.message, counts, needed, excess };
+      // Read again under the marker: a pass that held it until now may have assigned what we counted as needed.
+      const fresh = await store.getNode(instanceArn);
+      if (!fresh || fresh.phase !== 'READY') return { ...base, skipped: `node is ${fresh?.phase ?? 'gone'}` };
+      const freshLeases = await store.listLeases(instanceArn);
+      view = poolView(deps, fresh, screenLeases(fresh, freshLeases, clock.nowMs(), config.reuseWaitMs).trusted);
+      const assigned = await assign(deps, fresh, view);
+      if ('skipped' in assigned)
+        return { ...base, ...assigned, counts: view.counts, needed: view.needed, excess: view.excess };
+      ({ leased, shortfall, waitingForAttachment } = assigned);
+    } finally {
+      await store.releasePassMarker(instanceArn, owner);
     }
     if (shortfall > 0) log.warn('pool cannot reach its target: instance limits or subnets exhausted', { shortfall });
   }
+  const { counts, needed, excess, nowMs } = view;
+  leases = [...view.leases];
 
   let released: string[] = [];
   let pendingRelease = [...resumed.pending];
@@ -176,6 +165,81 @@ export async function manageNodePool(deps: PoolDeps, instanceArn: string): Promi
     shortfall,
     waitingForAttachment,
   };
+}
+
+interface PoolView {
+  readonly leases: readonly Lease[];
+  readonly nowMs: number;
+  readonly counts: PoolCounts;
+  readonly needed: number;
+  readonly excess: number;
+  readonly leaseRoom: number;
+}
+
+function poolView(deps: PoolDeps, node: NodeRecord, leases: readonly Lease[]): PoolView {
+  const nowMs = deps.clock.nowMs();
+  const counts = countPool(leases, nowMs, deps.config.releaseDelayMs);
+  const targets = targetsOf(deps, node);
+  return {
+    leases,
+    nowMs,
+    counts,
+    needed: calculateNeededAddresses(counts, targets),
+    excess: calculateExcessAddresses(counts, targets),
+    leaseRoom: targets.maxLeases - heldOf(counts),
+  };
+}
+
+/** The marker outlives the pool-manager's 60 s timeout, so a crashed holder blocks its node at most this long. */
+export const DEFAULT_PASS_MARKER_TTL_MS = 90_000;
+
+function passMarkerTtlMs(deps: PoolDeps): number {
+  return deps.passMarkerTtlMs ?? DEFAULT_PASS_MARKER_TTL_MS;
+}
+
+/** Another pool pass is assigning addresses on this node; the stream retries the record, the sweep next cycle. */
+export class AssignPassBusyError extends VpcLeaseError {
+  constructor(readonly instanceArn: string) {
+    super(`failed to start an assignment pass on ${instanceArn}: another pass holds its marker`);
+  }
+}
+
+/** Top up (assign, or a new ENI) and advance ENIs in progress, under the node's pass marker. */
+async function assign(
+  deps: PoolDeps,
+  node: NodeRecord,
+  view: PoolView,
+): Promise<{ leased: string[]; shortfall: number; waitingForAttachment: boolean } | { skipped: string }> {
+  let instance: Ec2Instance | undefined;
+  const readInstance = async (): Promise<Ec2Instance> => {
+    if (!instance) {
+      const seen = await deps.ec2.describeInstance(node.instanceId);
+      if (!seen || !RUNNING_STATES.has(seen.state)) throw new InstanceNotRunningError(node.instanceId, seen?.state);
+      instance = seen;
+    }
+    return instance;
+  };
+  const leased: string[] = [];
+  let shortfall = 0;
+  let waitingForAttachment = false;
+  try {
+    let current: NodeRecord = node;
+    if (view.needed > 0) {
+      const result = await topUp(deps, node, readInstance, view.needed, view.leaseRoom);
+      leased.push(...result.leased);
+      shortfall = result.shortfall;
+      if (result.plannedEni) current = (await deps.store.getNode(node.instanceArn)) ?? node;
+    }
+    if (current.phase === 'READY' && enisInProgress(current).length > 0) {
+      const advanced = await advanceNewEnis(deps, current, await readInstance(), view.leaseRoom - leased.length);
+      leased.push(...advanced.leased);
+      waitingForAttachment = advanced.waiting;
+    }
+  } catch (err) {
+    if (!(err instanceof InstanceNotRunningError)) throw err;
+    return { skipped: err.message };
+  }
+  return { leased, shortfall, waitingForAttachment };
 }
 
 /**
