@@ -14,6 +14,7 @@ import { createLogger } from '../../shared/log.js';
 import { createPoolManagerHandler } from '../../shared/pool/events.js';
 import { DynamoLeasePartitions } from '../../shared/reconcile/lease-partitions.js';
 import { reconcile } from '../../shared/reconcile/reconciler.js';
+import { DynamoSweepCursorStore } from '../../shared/schedule/cursor.js';
 import { startDynalite } from '../support/dynalite.js';
 import { round } from './stats.js';
 
@@ -249,7 +250,9 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
     const logger = createLogger({ level: 'error', sink: () => {} });
     const store = new DynamoLeaseStore({ api, tableName });
     const ec2 = stubEc2();
-    const pool = createPoolManagerHandler({ ec2, store, config, clock, logger });
+    // The Lambda's wiring (lambdas/pool-manager/handler.ts): the sweep's cursor in the schedules partition.
+    const sweepCursor = new DynamoSweepCursorStore(api, tableName);
+    const pool = createPoolManagerHandler({ ec2, store, config, clock, logger, sweepCursor });
     const reconcilerDeps = {
       ec2,
       store,
