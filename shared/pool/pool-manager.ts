@@ -111,7 +111,7 @@ export async function manageNodePool(deps: PoolDeps, instanceArn: string): Promi
     try {
       // Read again under the marker: a pass that held it until now may have assigned what we counted as needed.
       const fresh = await store.getNode(instanceArn);
-      if (!fresh || fresh.phase !== 'READY') return { ...base, skipped: `node is ${fresh?.phase ?? 'gone'}` };
+      if (fresh?.phase !== 'READY') return { ...base, skipped: `node is ${fresh?.phase ?? 'gone'}` };
       const freshLeases = await store.listLeases(instanceArn);
       view = poolView(deps, fresh, screenLeases(fresh, freshLeases, clock.nowMs(), config.reuseWaitMs).trusted);
       const assigned = await assign(deps, fresh, view);
