@@ -1,6 +1,7 @@
 import type { RemovalPolicy } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type { Construct } from 'constructs';
+import { NODE_WRITABLE_ATTRS } from '../../shared/lease-store/item-codec.js';
 import { createTableInput, LEASE_TABLE_GENERATION } from '../../shared/lease-store/table.js';
 
 export interface LeaseTableOptions {
@@ -45,8 +46,21 @@ export function createLeaseTable(scope: Construct, id: string, options: LeaseTab
     removalPolicy: options.removalPolicy,
     deletionProtection: options.deletionProtection,
   });
-  if ((shape.GlobalSecondaryIndexes ?? []).length > 0)
-    throw new Error('lease table shape has a global index: a node-writable index key breaks partition confinement');
+  for (const gsi of shape.GlobalSecondaryIndexes ?? []) {
+    // A global index keyed on anything a node can write would let one node fill another's view (issue 14).
+    const writable = (gsi.KeySchema ?? []).filter(
+      (k) => k.KeyType === 'HASH' && (NODE_WRITABLE_ATTRS as readonly string[]).includes(k.AttributeName ?? ''),
+    );
+    if (writable.length > 0 || gsi.IndexName === undefined)
+      throw new Error(`lease table global index ${gsi.IndexName} is keyed on a node-writable attribute`);
+    table.addGlobalSecondaryIndex({
+      indexName: gsi.IndexName,
+      partitionKey: keyOf(gsi.KeySchema, 'HASH'),
+      sortKey: keyOf(gsi.KeySchema, 'RANGE'),
+      projectionType: gsi.Projection?.ProjectionType as dynamodb.ProjectionType,
+      ...(gsi.Projection?.NonKeyAttributes ? { nonKeyAttributes: gsi.Projection.NonKeyAttributes } : {}),
+    });
+  }
   for (const lsi of shape.LocalSecondaryIndexes ?? []) {
     if (lsi.IndexName === undefined) continue;
     table.addLocalSecondaryIndex({

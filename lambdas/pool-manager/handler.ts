@@ -7,9 +7,15 @@ import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
 import { createLogger } from '../../shared/log.js';
 import { Metrics } from '../../shared/metrics.js';
-import { createPoolManagerHandler, type PoolManagerEvent, type PoolManagerHandler } from '../../shared/pool/events.js';
+import {
+  createPoolManagerHandler,
+  type InvocationTime,
+  type PoolManagerEvent,
+  type PoolManagerHandler,
+} from '../../shared/pool/events.js';
 import { reportIllFormed } from '../../shared/pool/lease-trust.js';
-import type { SweepReport } from '../../shared/pool/pool-manager.js';
+import type { SweepReport } from '../../shared/pool/sweep.js';
+import { DynamoSweepCursorStore } from '../../shared/schedule/cursor.js';
 
 // Built on the first invocation and kept for the container's life (SDK clients, limits cache, mutation cap).
 let poolHandler: PoolManagerHandler | undefined;
@@ -26,6 +32,7 @@ function fromEnv(): PoolManagerHandler {
     metrics,
     clock: systemClock,
     ec2: budgetedEc2FromEnv(process.env, { ec2: sdkEc2, api, tableName: config.tableName, clock: systemClock, logger }),
+    sweepCursor: new DynamoSweepCursorStore(api, config.tableName),
     store: new DynamoLeaseStore({
       api,
       tableName: config.tableName,
@@ -35,7 +42,10 @@ function fromEnv(): PoolManagerHandler {
 }
 
 /** DynamoDB stream batches (claims and releases; partial failures by sequence number) and the schedule. */
-export async function handler(event: PoolManagerEvent): Promise<DynamoDBBatchResponse | SweepReport> {
+export async function handler(
+  event: PoolManagerEvent,
+  context?: InvocationTime,
+): Promise<DynamoDBBatchResponse | SweepReport> {
   poolHandler ??= fromEnv();
-  return poolHandler(event);
+  return poolHandler(event, context);
 }

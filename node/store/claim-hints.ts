@@ -135,4 +135,13 @@ export class HintedLeaseStore implements LeaseStore {
   listNodes(...args: Parameters<LeaseStore['listNodes']>) {
     return this.inner.listNodes(...args);
   }
+  listNodeRefs(...args: Parameters<LeaseStore['listNodeRefs']>) {
+    return this.inner.listNodeRefs(...args);
+  }
+  acquirePassMarker(...args: Parameters<LeaseStore['acquirePassMarker']>) {
+    return this.inner.acquirePassMarker(...args);
+  }
+  releasePassMarker(...args: Parameters<LeaseStore['releasePassMarker']>) {
+    return this.inner.releasePassMarker(...args);
+  }
 }

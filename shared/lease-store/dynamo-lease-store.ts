@@ -17,6 +17,7 @@ import {
   A,
   decodeLease,
   decodeNode,
+  decodeNodeRef,
   encodeNewLease,
   encodeNode,
   HOLDER_ATTRS,
@@ -24,8 +25,18 @@ import {
   leaseKey,
   nodeKey,
 } from './item-codec.js';
-import type { ClaimOptions, HolderRef, LeaseStore } from './port.js';
-import { CLAIMABLE_INDEX, LEASE_SORT_PREFIX, NODE_SORT_KEY } from './table.js';
+import type { ClaimOptions, HolderRef, LeaseStore, NodeCursor, NodeRef, NodeRefPage } from './port.js';
+import {
+  CLAIMABLE_INDEX,
+  LEASE_SORT_PREFIX,
+  NODE_INDEX,
+  NODE_SORT_KEY,
+  nodeIndexShards,
+  PASS_MARKER_SORT_KEY,
+} from './table.js';
+
+const passKey = (instanceArn: string): Item => ({ [A.pk]: str(instanceArn), [A.sk]: str(PASS_MARKER_SORT_KEY) });
+
 import { checkArn, checkHolder, checkHolderRef, checkIp, checkNewLeases, checkNode, checkTimeMs } from './validate.js';
 
 export interface DynamoLeaseStoreOptions {
@@ -421,23 +432,102 @@ export class DynamoLeaseStore implements LeaseStore {
     return out;
   }
 
-  /** A Scan of the whole table, filtered to node items: for operators and schedules, never a pod's hot path. */
-  async listNodes(): Promise<NodeRecord[]> {
-    return guard('list', 'the node items', async () => {
-      const nodes: NodeRecord[] = [];
-      let start: Item | undefined;
-      do {
-        const page = await this.api.scan({
+  async acquirePassMarker(instanceArn: string, owner: string, nowMs: number, ttlMs: number): Promise<boolean> {
+    checkArn(instanceArn);
+    checkTimeMs('nowMs', nowMs);
+    checkTimeMs('ttlMs', ttlMs);
+    return guard('take the assignment-pass marker of', instanceArn, async () => {
+      try {
+        await this.api.putItem({
           TableName: this.table,
-          FilterExpression: `${A.sk} = :node`,
-          ExpressionAttributeValues: { ':node': str(NODE_SORT_KEY) },
-          ConsistentRead: true,
-          ...(start ? { ExclusiveStartKey: start } : {}),
+          Item: { ...passKey(instanceArn), [A.passOwner]: str(owner), [A.passUntil]: num(nowMs + ttlMs) },
+          ConditionExpression: `attribute_not_exists(${A.passUntil}) OR ${A.passUntil} < :now OR ${A.passOwner} = :owner`,
+          ExpressionAttributeValues: { ':now': num(nowMs), ':owner': str(owner) },
         });
-        nodes.push(...this.decodeAll((page.Items ?? []) as Item[], decodeNode));
-        start = page.LastEvaluatedKey as Item | undefined;
-      } while (start);
-      return nodes;
+        return true;
+      } catch (err) {
+        if (isConditionalCheckFailed(err)) return false;
+        throw err;
+      }
     });
+  }
+
+  async releasePassMarker(instanceArn: string, owner: string): Promise<void> {
+    checkArn(instanceArn);
+    await guard('give back the assignment-pass marker of', instanceArn, async () => {
+      try {
+        await this.api.deleteItem({
+          TableName: this.table,
+          Key: passKey(instanceArn),
+          ConditionExpression: `${A.passOwner} = :owner`,
+          ExpressionAttributeValues: { ':owner': str(owner) },
+        });
+      } catch (err) {
+        if (!isConditionalCheckFailed(err)) throw err;
+      }
+    });
+  }
+
+  async listNodes(): Promise<NodeRecord[]> {
+    const arns: string[] = [];
+    let from: NodeCursor | undefined = { shard: 0 };
+    while (from) {
+      const page: NodeRefPage = await this.listNodeRefs(from, 1000);
+      arns.push(...page.refs.map((r) => r.instanceArn));
+      from = page.next;
+    }
+    const nodes: NodeRecord[] = [];
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < arns.length) {
+        const node = await this.getNodeOrSkip(arns[next++]!);
+        if (node) nodes.push(node);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.putConcurrency, arns.length) }, worker));
+    return nodes.sort((a, b) => a.instanceArn.localeCompare(b.instanceArn));
+  }
+
+  async listNodeRefs(from: NodeCursor = { shard: 0 }, limit = 1000): Promise<NodeRefPage> {
+    if (!Number.isInteger(from.shard) || from.shard < 0 || from.shard > NODE_INDEX.shards)
+      throw new ValidationError(`node cursor shard must be 0..${NODE_INDEX.shards}, got ${from.shard}`);
+    if (from.afterArn !== undefined) checkArn(from.afterArn);
+    if (!Number.isInteger(limit) || limit < 1) throw new ValidationError('limit must be >= 1');
+    return guard('list', 'the node index', async () => {
+      const refs: NodeRef[] = [];
+      const shards = nodeIndexShards();
+      let shard = from.shard;
+      let after = from.afterArn;
+      while (shard < shards.length && refs.length < limit) {
+        const page = await this.api.query({
+          TableName: this.table,
+          IndexName: NODE_INDEX.name,
+          KeyConditionExpression: `${A.nodeShard} = :shard`,
+          ExpressionAttributeValues: { ':shard': str(shards[shard]!) },
+          Limit: limit - refs.length,
+          ...(after ? { ExclusiveStartKey: { ...nodeKey(after), [A.nodeShard]: str(shards[shard]!) } } : {}),
+        });
+        refs.push(...this.decodeAll((page.Items ?? []) as Item[], decodeNodeRef));
+        const last = page.LastEvaluatedKey?.[A.pk]?.S;
+        if (last) {
+          after = last;
+        } else {
+          shard += 1;
+          after = undefined;
+        }
+      }
+      if (shard >= shards.length) return { refs };
+      return { refs, next: after ? { shard, afterArn: after } : { shard } };
+    });
+  }
+
+  private async getNodeOrSkip(instanceArn: string): Promise<NodeRecord | undefined> {
+    try {
+      return await this.getNode(instanceArn);
+    } catch (err) {
+      if (!(err instanceof ValidationError)) throw err;
+      this.onIllFormed({ pk: instanceArn, sk: NODE_SORT_KEY }, err);
+      return undefined;
+    }
   }
 }

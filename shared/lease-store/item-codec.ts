@@ -3,7 +3,16 @@ import { LEASE_STATES, type Lease, type LeaseHolder, type LeaseState, type NewLe
 import type { NodeRecord } from '../domain/node.js';
 import { ValidationError } from '../errors.js';
 import { fromAttr, num as n, type Plain, str as s, toAttr } from './attribute-value.js';
-import { CLAIMABLE_INDEX, LEASE_SORT_PREFIX, leaseSortKey, NODE_SORT_KEY, TABLE_KEYS } from './table.js';
+import type { NodeRef } from './port.js';
+import {
+  CLAIMABLE_INDEX,
+  LEASE_SORT_PREFIX,
+  leaseSortKey,
+  NODE_INDEX,
+  NODE_SORT_KEY,
+  nodeIndexShard,
+  TABLE_KEYS,
+} from './table.js';
 
 export type Item = Record<string, AttributeValue>;
 
@@ -56,6 +65,11 @@ export const A = {
   maxPods: 'mp',
   updatedAt: 'ua',
   goneSeenAt: 'gs',
+  // The node index's key: written by encodeNode only, never in NODE_WRITABLE_ATTRS (see NODE_INDEX).
+  nodeShard: NODE_INDEX.partitionKey,
+  // The pass marker's owner and expiry: control-plane only, never in NODE_WRITABLE_ATTRS.
+  passOwner: 'po',
+  passUntil: 'pu',
 } as const;
 
 export const HOLDER_ATTRS = [A.containerId, A.ifName, A.netns, A.podNamespace, A.podName, A.network] as const;
@@ -205,6 +219,7 @@ export function decodeLease(item: Item): Lease {
 export function encodeNode(node: NodeRecord, version: number): Item {
   const item: Item = {
     ...nodeKey(node.instanceArn),
+    [A.nodeShard]: s(nodeIndexShard(node.instanceArn)),
     [A.nodeVersion]: n(version),
     [A.instanceId]: s(node.instanceId),
     [A.instanceType]: s(node.instanceType),
@@ -246,6 +261,21 @@ export function decodeNode(item: Item): NodeRecord {
     ...(refusals ? { subnetRefusals: fromAttr(refusals) as unknown as NodeRecord['subnetRefusals'] } : {}),
     enis: enis ? (fromAttr(enis) as unknown as NodeRecord['enis']) : [],
     maxPods: reqNum(item, A.maxPods, 'node'),
+    createdAtMs: reqNum(item, A.createdAt, 'node'),
+    updatedAtMs: reqNum(item, A.updatedAt, 'node'),
+    ...(goneSeenAtMs !== undefined ? { goneSeenAtMs } : {}),
+    version: reqNum(item, A.nodeVersion, 'node'),
+  };
+}
+
+/** The node index's projection of a node item (NODE_INDEX.projected). */
+export function decodeNodeRef(item: Item): NodeRef {
+  if (str(item, A.sk) !== NODE_SORT_KEY) throw new ValidationError('not a node item');
+  const goneSeenAtMs = num(item, A.goneSeenAt);
+  return {
+    instanceArn: reqStr(item, A.pk, 'node'),
+    instanceId: reqStr(item, A.instanceId, 'node'),
+    phase: reqStr(item, A.phase, 'node') as NodeRecord['phase'],
     createdAtMs: reqNum(item, A.createdAt, 'node'),
     updatedAtMs: reqNum(item, A.updatedAt, 'node'),
     ...(goneSeenAtMs !== undefined ? { goneSeenAtMs } : {}),

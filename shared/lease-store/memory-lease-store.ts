@@ -16,7 +16,8 @@ import {
   ValidationError,
   VersionConflictError,
 } from '../errors.js';
-import type { ClaimOptions, HolderRef, LeaseStore } from './port.js';
+import type { ClaimOptions, HolderRef, LeaseStore, NodeCursor, NodeRefPage } from './port.js';
+import { NODE_INDEX, nodeIndexShard, nodeIndexShards } from './table.js';
 import { checkArn, checkHolder, checkHolderRef, checkIp, checkNewLeases, checkNode, checkTimeMs } from './validate.js';
 
 type Operation = keyof LeaseStore;
@@ -186,6 +187,7 @@ export class MemoryLeaseStore implements LeaseStore {
     const count = (this.leases.get(instanceArn)?.size ?? 0) + (this.nodes.has(instanceArn) ? 1 : 0);
     this.leases.delete(instanceArn);
     this.nodes.delete(instanceArn);
+    this.passMarkers.delete(instanceArn);
     return count;
   }
 
@@ -244,9 +246,56 @@ export class MemoryLeaseStore implements LeaseStore {
     return structuredClone(written);
   }
 
+  private readonly passMarkers = new Map<string, { owner: string; untilMs: number }>();
+
+  async acquirePassMarker(instanceArn: string, owner: string, nowMs: number, ttlMs: number): Promise<boolean> {
+    checkArn(instanceArn);
+    checkTimeMs('nowMs', nowMs);
+    checkTimeMs('ttlMs', ttlMs);
+    await tick();
+    const held = this.passMarkers.get(instanceArn);
+    if (held && held.untilMs >= nowMs && held.owner !== owner) return false;
+    this.passMarkers.set(instanceArn, { owner, untilMs: nowMs + ttlMs });
+    return true;
+  }
+
+  async releasePassMarker(instanceArn: string, owner: string): Promise<void> {
+    checkArn(instanceArn);
+    await tick();
+    if (this.passMarkers.get(instanceArn)?.owner === owner) this.passMarkers.delete(instanceArn);
+  }
+
   async listNodes(): Promise<NodeRecord[]> {
     await this.enter('listNodes');
-    return [...this.nodes.values()].map((n) => structuredClone(n));
+    return [...this.nodes.values()]
+      .map((n) => structuredClone(n))
+      .sort((a, b) => a.instanceArn.localeCompare(b.instanceArn));
+  }
+
+  /** The node index's order (shard, then ARN), consistent here: the fake has no index lag to model. */
+  async listNodeRefs(from: NodeCursor = { shard: 0 }, limit = 1000): Promise<NodeRefPage> {
+    if (!Number.isInteger(from.shard) || from.shard < 0 || from.shard > NODE_INDEX.shards)
+      throw new ValidationError(`node cursor shard must be 0..${NODE_INDEX.shards}, got ${from.shard}`);
+    if (!Number.isInteger(limit) || limit < 1) throw new ValidationError('limit must be >= 1');
+    await this.enter('listNodes');
+    const shards = nodeIndexShards();
+    const ordered = [...this.nodes.values()]
+      .map((n) => ({ shard: shards.indexOf(nodeIndexShard(n.instanceArn)), n }))
+      .filter(({ shard, n }) => shard > from.shard || (shard === from.shard && n.instanceArn > (from.afterArn ?? '')))
+      .sort((a, b) => a.shard - b.shard || a.n.instanceArn.localeCompare(b.n.instanceArn));
+    const page = ordered.slice(0, limit);
+    const refs = page.map(({ n }) => ({
+      instanceArn: n.instanceArn,
+      instanceId: n.instanceId,
+      phase: n.phase,
+      createdAtMs: n.createdAtMs,
+      updatedAtMs: n.updatedAtMs,
+      ...(n.goneSeenAtMs !== undefined ? { goneSeenAtMs: n.goneSeenAtMs } : {}),
+      version: n.version,
+    }));
+    const last = page.at(-1);
+    if (ordered.length <= limit || !last) return { refs };
+    return { refs, next: { shard: last.shard, afterArn: last.n.instanceArn } };
   }
 
   private partition(instanceArn: string): Map<string, Lease> {

@@ -88,8 +88,47 @@ export interface LeaseStore {
    */
   updateNode(next: NodeRecord, expectedVersion: number): Promise<NodeRecord>;
 
-  /** Every node item (operators, reconciler, pool schedule — never on a pod's hot path). */
+  /**
+   * Takes the node's assignment-pass marker for `owner` until `nowMs + ttlMs`: one conditional write on the
+   * node's `pass` item, which succeeds only when no other owner holds an unexpired marker. Returns false when
+   * another pass holds it. The item's expiry attribute is not node-writable, so a node can neither hold nor
+   * forge it.
+   */
+  acquirePassMarker(instanceArn: string, owner: string, nowMs: number, ttlMs: number): Promise<boolean>;
+
+  /** Gives the marker back if `owner` still holds it (a no-op otherwise: it expired and another took it). */
+  releasePassMarker(instanceArn: string, owner: string): Promise<void>;
+
+  /**
+   * Every node item, consistent (operators, the invariant checker): the node index's refs, then one GetItem
+   * per node. Never a Scan, never a lease item read.
+   */
   listNodes(): Promise<NodeRecord[]>;
+
+  /**
+   * One page of node refs from the node index, in (shard, instance ARN) order, from `from` on: what the
+   * schedules decide on, ~150 bytes a node. Eventually consistent (a GSI cannot be read consistently): a node
+   * created a moment ago may be missing and a phase may lag, so callers act only after `getNode`.
+   * `next` is absent once the last shard is done.
+   */
+  listNodeRefs(from?: NodeCursor, limit?: number): Promise<NodeRefPage>;
+}
+
+/** What the node index projects of a node item. */
+export type NodeRef = Pick<
+  NodeRecord,
+  'instanceArn' | 'instanceId' | 'phase' | 'createdAtMs' | 'updatedAtMs' | 'goneSeenAtMs' | 'version'
+>;
+
+/** Where a walk of the node index stands: the shard (0-based) and the last instance ARN read in it. */
+export interface NodeCursor {
+  readonly shard: number;
+  readonly afterArn?: string;
+}
+
+export interface NodeRefPage {
+  readonly refs: readonly NodeRef[];
+  readonly next?: NodeCursor;
 }
 
 export interface HolderRef {

@@ -24,12 +24,44 @@ export const CLAIMABLE_INDEX = {
 } as const;
 
 /**
+ * Sparse global index over node items only, so the schedules find every node without reading a lease. Keyed
+ * on `nsh`, which only the control plane's node-item codec writes: it is not in NODE_WRITABLE_ATTRS, so the
+ * node policy refuses any node write naming it and no node can put an item into this index (a node-writable
+ * key would let one node fill another's view). A GSI rather than a sharded registry of node ids: DynamoDB
+ * keeps it in step with the node item on every write, with no second write to forget or undo. 16 shards keep
+ * a scale-out's node-item writes off one index partition; the sort key is the instance ARN, so a sweep can
+ * stop at any node and carry on after it. Eventually consistent (a GSI refuses ConsistentRead): readers act
+ * only after a consistent read of the node item itself.
+ */
+export const NODE_INDEX = {
+  name: 'nodes',
+  partitionKey: 'nsh',
+  sortKey: TABLE_KEYS.partitionKey,
+  shards: 16,
+  /** What the schedules decide on (phase, instance id, times, version): ~150 bytes a node, not its ENI list. */
+  projected: ['ph', 'iid', 'ca', 'ua', 'gs', 'nv'],
+} as const;
+
+/** The node index's key value for one instance ARN: a stable hash of the ARN into NODE_INDEX.shards. */
+export function nodeIndexShard(instanceArn: string): string {
+  let h = 0;
+  for (let i = 0; i < instanceArn.length; i++) h = (Math.imul(h, 31) + instanceArn.charCodeAt(i)) >>> 0;
+  return `nodes#${h % NODE_INDEX.shards}`;
+}
+
+export function nodeIndexShards(): string[] {
+  return Array.from({ length: NODE_INDEX.shards }, (_, i) => `nodes#${i}`);
+}
+
+/**
  * The table's schema generation. 2 = the claimable index is local; an index kind cannot change in
  * place, so a new generation is a new table (infra/DEPLOY.md, "Moving to lease table v2").
  */
 export const LEASE_TABLE_GENERATION = 2;
 
 export const NODE_SORT_KEY = 'node';
+/** The node's assignment-pass marker (one pool pass at a time may assign addresses on a node). */
+export const PASS_MARKER_SORT_KEY = 'pass';
 export const LEASE_SORT_PREFIX = 'ip#';
 
 export function leaseSortKey(ip: string): string {
@@ -45,6 +77,7 @@ export function createTableInput(tableName: string): CreateTableCommandInput {
       { AttributeName: TABLE_KEYS.partitionKey, AttributeType: 'S' },
       { AttributeName: TABLE_KEYS.sortKey, AttributeType: 'S' },
       { AttributeName: CLAIMABLE_INDEX.sortKey, AttributeType: 'N' },
+      { AttributeName: NODE_INDEX.partitionKey, AttributeType: 'S' },
     ],
     KeySchema: [
       { AttributeName: TABLE_KEYS.partitionKey, KeyType: 'HASH' },
@@ -60,6 +93,16 @@ export function createTableInput(tableName: string): CreateTableCommandInput {
         // ALL: a Query of the index never fetches from the table, so the node policy can allow the index's
         // Select values without a second read path.
         Projection: { ProjectionType: 'ALL' },
+      },
+    ],
+    GlobalSecondaryIndexes: [
+      {
+        IndexName: NODE_INDEX.name,
+        KeySchema: [
+          { AttributeName: NODE_INDEX.partitionKey, KeyType: 'HASH' },
+          { AttributeName: NODE_INDEX.sortKey, KeyType: 'RANGE' },
+        ],
+        Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...NODE_INDEX.projected] },
       },
     ],
     StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_AND_OLD_IMAGES' },

@@ -4,6 +4,7 @@ import type { Ec2Port } from '../ec2/port.js';
 import type { LeaseStore } from '../lease-store/port.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
+import type { SweepCursorStore } from '../schedule/cursor.js';
 import { sleepMs } from '../sleep.js';
 
 export interface PoolDeps {
@@ -21,6 +22,14 @@ export interface PoolDeps {
   readonly resumeReleasingAfterMs?: number;
   /** How long a top-up waits inline for a new ENI's attachment before leaving it to the next run. Default 10 s. */
   readonly attachWaitMs?: number;
+  /** How long a pass's assignment marker holds its node if the pass dies. Default 90 s (pool-manager.ts). */
+  readonly passMarkerTtlMs?: number;
+  /** Where the scheduled sweep stands between runs; absent: every scheduled run passes every READY node. */
+  readonly sweepCursor?: SweepCursorStore;
+  /** How often the paced sweep starts a new cycle over every node. Default 1 h (sweep.ts). */
+  readonly sweepCycleMs?: number;
+  /** Every how many cycles the sweep passes every READY node in full. Default 24 (sweep.ts). */
+  readonly fullPassEveryCycles?: number;
   /** Sleep between attachment polls (tests pass a fast one). */
   readonly sleep?: (ms: number) => Promise<void>;
 }

@@ -2,7 +2,8 @@ import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent, Schedu
 import { A } from '../lease-store/item-codec.js';
 import { LEASE_SORT_PREFIX, NODE_SORT_KEY } from '../lease-store/table.js';
 import type { PoolDeps } from './deps.js';
-import { manageNodePool, type SweepReport, sweepPools } from './pool-manager.js';
+import { manageNodePool } from './pool-manager.js';
+import { type SweepReport, sweepPools } from './sweep.js';
 
 export type PoolManagerEvent = DynamoDBStreamEvent | ScheduledEvent;
 
@@ -44,7 +45,21 @@ export function nodesOfStream(event: DynamoDBStreamEvent): Map<string, string[]>
   return nodes;
 }
 
-export type PoolManagerHandler = (event: PoolManagerEvent) => Promise<DynamoDBBatchResponse | SweepReport>;
+/** The part of the Lambda context the sweep reads: how long this invocation may still run. */
+export interface InvocationTime {
+  getRemainingTimeInMillis(): number;
+}
+
+/**
+ * What a sweep leaves of the invocation's time: one page of passes (each may wait on an attachment) must
+ * still fit after the last page starts.
+ */
+export const SWEEP_DEADLINE_MARGIN_MS = 20_000;
+
+export type PoolManagerHandler = (
+  event: PoolManagerEvent,
+  context?: InvocationTime,
+) => Promise<DynamoDBBatchResponse | SweepReport>;
 
 /**
  * The pool-manager's entry: a stream batch runs one pass per distinct node (several claims on one node in a
@@ -53,9 +68,14 @@ export type PoolManagerHandler = (event: PoolManagerEvent) => Promise<DynamoDBBa
  * every READY node.
  */
 export function createPoolManagerHandler(deps: PoolDeps, concurrency = 8): PoolManagerHandler {
-  return async (event) => {
+  return async (event, context) => {
     try {
-      if (!isStreamEvent(event)) return await sweepPools(deps, concurrency);
+      if (!isStreamEvent(event)) {
+        const remainingMs = context?.getRemainingTimeInMillis();
+        const deadlineMs =
+          remainingMs === undefined ? undefined : deps.clock.nowMs() + remainingMs - SWEEP_DEADLINE_MARGIN_MS;
+        return await sweepPools(deps, { concurrency, ...(deadlineMs !== undefined ? { deadlineMs } : {}) });
+      }
       const nodes = [...nodesOfStream(event)];
       const failures: string[] = [];
       let next = 0;

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { isInstanceProvisionable } from '../domain/instance-states.js';
 import type { Lease } from '../domain/lease.js';
 import type { NodeRecord } from '../domain/node.js';
@@ -96,46 +97,33 @@ export async function manageNodePool(deps: PoolDeps, instanceArn: string): Promi
   if (resumed.released.length + resumed.kept.length + adopted > 0) leases = await store.listLeases(instanceArn);
   leases = screenLeases(node, leases, clock.nowMs(), config.reuseWaitMs).trusted;
 
-  const nowMs = clock.nowMs();
-  const counts = countPool(leases, nowMs, config.releaseDelayMs);
-  const targets = targetsOf(deps, node);
-  const needed = calculateNeededAddresses(counts, targets);
-  const excess = calculateExcessAddresses(counts, targets);
-  const leaseRoom = targets.maxLeases - heldOf(counts);
-
+  let view = poolView(deps, node, leases);
   let leased: string[] = [];
   let shortfall = 0;
   let waitingForAttachment = false;
-  if (needed > 0 || enisInProgress(node).length > 0) {
-    let instance: Ec2Instance | undefined;
-    const readInstance = async (): Promise<Ec2Instance> => {
-      if (!instance) {
-        const seen = await deps.ec2.describeInstance(node.instanceId);
-        if (!seen || !isInstanceProvisionable(seen.state))
-          throw new InstanceNotRunningError(node.instanceId, seen?.state);
-        instance = seen;
-      }
-      return instance;
-    };
+  if (view.needed > 0 || enisInProgress(node).length > 0) {
+    // One assigning pass per node: Assign has no idempotency token, so a stream pass and the sweep that both
+    // saw the node low would both add addresses (released only after releaseDelayMs).
+    const owner = randomUUID();
+    if (!(await store.acquirePassMarker(instanceArn, owner, clock.nowMs(), passMarkerTtlMs(deps))))
+      throw new AssignPassBusyError(instanceArn);
     try {
-      let current: NodeRecord = node;
-      if (needed > 0) {
-        const result = await topUp(deps, node, readInstance, needed, leaseRoom);
-        leased = [...result.leased];
-        shortfall = result.shortfall;
-        if (result.plannedEni) current = (await store.getNode(instanceArn)) ?? node;
-      }
-      if (current.phase === 'READY' && enisInProgress(current).length > 0) {
-        const advanced = await advanceNewEnis(deps, current, await readInstance(), leaseRoom - leased.length);
-        leased.push(...advanced.leased);
-        waitingForAttachment = advanced.waiting;
-      }
-    } catch (err) {
-      if (!(err instanceof InstanceNotRunningError)) throw err;
-      return { ...base, skipped: err.message, counts, needed, excess };
+      // Read again under the marker: a pass that held it until now may have assigned what we counted as needed.
+      const fresh = await store.getNode(instanceArn);
+      if (fresh?.phase !== 'READY') return { ...base, skipped: `node is ${fresh?.phase ?? 'gone'}` };
+      const freshLeases = await store.listLeases(instanceArn);
+      view = poolView(deps, fresh, screenLeases(fresh, freshLeases, clock.nowMs(), config.reuseWaitMs).trusted);
+      const assigned = await assign(deps, fresh, view);
+      if ('skipped' in assigned)
+        return { ...base, ...assigned, counts: view.counts, needed: view.needed, excess: view.excess };
+      ({ leased, shortfall, waitingForAttachment } = assigned);
+    } finally {
+      await store.releasePassMarker(instanceArn, owner);
     }
     if (shortfall > 0) log.warn('pool cannot reach its target: instance limits or subnets exhausted', { shortfall });
   }
+  const { counts, needed, excess, nowMs } = view;
+  leases = [...view.leases];
 
   let released: string[] = [];
   let pendingRelease = [...resumed.pending];
@@ -178,6 +166,82 @@ export async function manageNodePool(deps: PoolDeps, instanceArn: string): Promi
   };
 }
 
+interface PoolView {
+  readonly leases: readonly Lease[];
+  readonly nowMs: number;
+  readonly counts: PoolCounts;
+  readonly needed: number;
+  readonly excess: number;
+  readonly leaseRoom: number;
+}
+
+function poolView(deps: PoolDeps, node: NodeRecord, leases: readonly Lease[]): PoolView {
+  const nowMs = deps.clock.nowMs();
+  const counts = countPool(leases, nowMs, deps.config.releaseDelayMs);
+  const targets = targetsOf(deps, node);
+  return {
+    leases,
+    nowMs,
+    counts,
+    needed: calculateNeededAddresses(counts, targets),
+    excess: calculateExcessAddresses(counts, targets),
+    leaseRoom: targets.maxLeases - heldOf(counts),
+  };
+}
+
+/** The marker outlives the pool-manager's 60 s timeout, so a crashed holder blocks its node at most this long. */
+export const DEFAULT_PASS_MARKER_TTL_MS = 90_000;
+
+function passMarkerTtlMs(deps: PoolDeps): number {
+  return deps.passMarkerTtlMs ?? DEFAULT_PASS_MARKER_TTL_MS;
+}
+
+/** Another pool pass is assigning addresses on this node; the stream retries the record, the sweep next cycle. */
+export class AssignPassBusyError extends VpcLeaseError {
+  constructor(readonly instanceArn: string) {
+    super(`failed to start an assignment pass on ${instanceArn}: another pass holds its marker`);
+  }
+}
+
+/** Top up (assign, or a new ENI) and advance ENIs in progress, under the node's pass marker. */
+async function assign(
+  deps: PoolDeps,
+  node: NodeRecord,
+  view: PoolView,
+): Promise<{ leased: string[]; shortfall: number; waitingForAttachment: boolean } | { skipped: string }> {
+  let instance: Ec2Instance | undefined;
+  const readInstance = async (): Promise<Ec2Instance> => {
+    if (!instance) {
+      const seen = await deps.ec2.describeInstance(node.instanceId);
+      if (!seen || !isInstanceProvisionable(seen.state))
+        throw new InstanceNotRunningError(node.instanceId, seen?.state);
+      instance = seen;
+    }
+    return instance;
+  };
+  const leased: string[] = [];
+  let shortfall = 0;
+  let waitingForAttachment = false;
+  try {
+    let current: NodeRecord = node;
+    if (view.needed > 0) {
+      const result = await topUp(deps, node, readInstance, view.needed, view.leaseRoom);
+      leased.push(...result.leased);
+      shortfall = result.shortfall;
+      if (result.plannedEni) current = (await deps.store.getNode(node.instanceArn)) ?? node;
+    }
+    if (current.phase === 'READY' && enisInProgress(current).length > 0) {
+      const advanced = await advanceNewEnis(deps, current, await readInstance(), view.leaseRoom - leased.length);
+      leased.push(...advanced.leased);
+      waitingForAttachment = advanced.waiting;
+    }
+  } catch (err) {
+    if (!(err instanceof InstanceNotRunningError)) throw err;
+    return { skipped: err.message };
+  }
+  return { leased, shortfall, waitingForAttachment };
+}
+
 /**
  * Addresses the node item records on a leasable ENI but no lease names: a top-up died between recording them
  * and leasing them. Safe because the leases were read BEFORE the node item: a release drops an address from
@@ -194,41 +258,4 @@ async function adoptRecorded(deps: PoolDeps, node: NodeRecord, leases: readonly 
   });
   await deps.store.putLeases(missing, deps.clock.nowMs());
   return missing.length;
-}
-
-export interface SweepReport {
-  readonly nodes: number;
-  readonly lowOnLeases: number;
-  readonly failed: readonly string[];
-  readonly reports: readonly NodePoolReport[];
-}
-
-/** The scheduled sweep: every READY node, a few at a time; one node's failure never stops the others. */
-export async function sweepPools(deps: PoolDeps, concurrency = 4): Promise<SweepReport> {
-  const nodes = (await deps.store.listNodes()).filter((n) => n.phase === 'READY');
-  const reports: NodePoolReport[] = [];
-  const failed: string[] = [];
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    for (;;) {
-      const node = nodes[next++];
-      if (!node) return;
-      try {
-        reports.push(await manageNodePool(deps, node.instanceArn));
-      } catch (err) {
-        failed.push(node.instanceArn);
-        deps.logger.error('pool pass failed; the next run retries', { instanceArn: node.instanceArn, err });
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, nodes.length)) }, worker));
-  const { warmLowLeases } = deps.config;
-  // After the pass: a node topped up in this sweep is not low any more; one at its limits still is.
-  const lowOnLeases = reports.filter((r) => r.counts && r.counts.claimableNow + r.leased.length < warmLowLeases).length;
-  deps.metrics?.add(
-    METRIC_NAMES.nodesLowOnClaimableLeases,
-    { [METRIC_DIMENSIONS.cluster]: deps.config.clusterName },
-    lowOnLeases,
-  );
-  return { nodes: nodes.length, lowOnLeases, failed, reports };
 }

@@ -4,6 +4,7 @@ import { runCniBench } from './cni.js';
 import { runCostBench } from './cost.js';
 import { runLambdasBench } from './lambdas.js';
 import { runScaleBench } from './scale.js';
+import { runSteadyState } from './steady-state.js';
 
 export interface BenchFlags {
   readonly rounds: number | undefined;
@@ -44,6 +45,21 @@ export const BENCHMARKS: Readonly<Record<string, Benchmark>> = {
       f.prefixDelegation !== false ? await runScaleBench({ ...base, prefixDelegation: true }) : undefined;
     return { secondaryAddresses: secondary, prefixDelegation: prefixes };
   },
-  cost: (f) => runCostBench({ nodes: 20, pods: 200, seed: f.seed }),
+  cost: async (f) => ({
+    ...(await runCostBench({ nodes: 20, pods: 200, seed: f.seed })),
+    // What an hour of schedules and stream costs per node, idle and with pod churn.
+    steadyStateIdle: await runSteadyState({
+      nodes: f.instances ?? 5000,
+      leasesPerNode: 30,
+      claimedPerNode: 20,
+      podStartsPerNodeHour: 0,
+    }),
+    steadyStateChurn: await runSteadyState({
+      nodes: 1000,
+      leasesPerNode: 30,
+      claimedPerNode: 20,
+      podStartsPerNodeHour: 6,
+    }),
+  }),
   lambdas: (f) => runLambdasBench({ rounds: f.rounds ?? 10 }),
 };

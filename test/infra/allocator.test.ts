@@ -8,7 +8,7 @@ import { QUEUE_URL_ENV as LIFECYCLE_QUEUE_URL_ENV } from '../../lambdas/instance
 import { controlPlaneConfigFromEnv } from '../../shared/config/control-plane.js';
 import { parseEc2Buckets } from '../../shared/ec2/account-buckets.js';
 import { EC2_BUCKETS_ENV } from '../../shared/ec2/budget-env.js';
-import { CLAIMABLE_INDEX, createTableInput, TABLE_KEYS } from '../../shared/lease-store/table.js';
+import { CLAIMABLE_INDEX, createTableInput, NODE_INDEX, TABLE_KEYS } from '../../shared/lease-store/table.js';
 import { METRIC_NAMES as EMITTED } from '../../shared/metrics.js';
 import { onlyLogicalId, synthAllocator } from './support/stacks.js';
 
@@ -51,7 +51,6 @@ describe('Construct: VpcLeaseAllocator', () => {
       const shape = createTableInput('x');
       template.hasResourceProperties('AWS::DynamoDB::Table', {
         KeySchema: shape.KeySchema,
-        AttributeDefinitions: Match.arrayWith(shape.AttributeDefinitions ?? []),
         LocalSecondaryIndexes: [
           Match.objectLike({
             IndexName: CLAIMABLE_INDEX.name,
@@ -62,11 +61,22 @@ describe('Construct: VpcLeaseAllocator', () => {
             Projection: { ProjectionType: 'ALL' },
           }),
         ],
-        GlobalSecondaryIndexes: Match.absent(),
+        // The one global index is the node index, keyed on an attribute only the control plane writes (issue 25).
+        GlobalSecondaryIndexes: [
+          Match.objectLike({
+            IndexName: NODE_INDEX.name,
+            KeySchema: [
+              { AttributeName: NODE_INDEX.partitionKey, KeyType: 'HASH' },
+              { AttributeName: NODE_INDEX.sortKey, KeyType: 'RANGE' },
+            ],
+            Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...NODE_INDEX.projected] },
+          }),
+        ],
         StreamSpecification: { StreamViewType: 'NEW_AND_OLD_IMAGES' },
       });
       const defs = template.findResources('AWS::DynamoDB::Table')[tableId]?.Properties.AttributeDefinitions;
-      expect(defs).toHaveLength(3);
+      expect(defs).toHaveLength(4);
+      expect(defs).toEqual(expect.arrayContaining(shape.AttributeDefinitions ?? []));
       expect(TABLE_KEYS.partitionKey).toBe(shape.KeySchema?.[0]?.AttributeName);
     });
 

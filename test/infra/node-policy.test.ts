@@ -84,11 +84,11 @@ describe('Policy: the node policy under iam-simulate', () => {
 
   it('denies writing any attribute a claim or a release does not change', async () => {
     // ENI, MAC, subnet, prefix and creation time of a lease; the node item's version, phase and ENI list; the
-    // old global index key.
+    // old global index key; the node index's key.
     for (const attr of [A.eniId, A.mac, A.subnetId, A.subnetCidr, A.gateway, A.prefix, A.createdAt, A.deviceIndex]) {
       expect(await allowed('dynamodb:UpdateItem', TABLE_ARN, update([...RELEASE_ATTRS, attr]))).toBe(false);
     }
-    for (const attr of [A.nodeVersion, A.phase, A.enis, A.instanceId, A.lifecycle, 'cPk']) {
+    for (const attr of [A.nodeVersion, A.phase, A.enis, A.instanceId, A.lifecycle, 'cPk', A.nodeShard]) {
       expect(await allowed('dynamodb:UpdateItem', TABLE_ARN, update([A.pk, A.sk, attr]))).toBe(false);
     }
   });

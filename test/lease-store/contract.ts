@@ -9,7 +9,7 @@ import {
   ValidationError,
   VersionConflictError,
 } from '../../shared/errors.js';
-import type { LeaseStore } from '../../shared/lease-store/port.js';
+import type { LeaseStore, NodeCursor, NodeRefPage } from '../../shared/lease-store/port.js';
 import { holder, newInstanceArn, newLeases, nodeRecord } from './fixtures.js';
 
 const REUSE_WAIT_MS = 30_000;
@@ -346,6 +346,32 @@ export function leaseStoreContract(label: string, makeStore: () => Promise<Lease
         expect(await store.createNode({ ...node, phase: 'READY' })).toBe(false);
         expect(await store.getNode(arn)).toEqual(node);
         expect((await store.listNodes()).find((n) => n.instanceArn === arn)).toEqual(node);
+      });
+
+      it('walks every node through the node index in pages, resuming at the cursor, leases left out', async () => {
+        const arns = Array.from({ length: 7 }, () => newInstanceArn());
+        for (const a of arns) {
+          await store.createNode(nodeRecord(a, { phase: 'READY' }));
+          await store.putLeases(newLeases(a, 3), 1_000);
+        }
+        const seen: string[] = [];
+        let from: NodeCursor | undefined = { shard: 0 };
+        let pages = 0;
+        while (from) {
+          const page: NodeRefPage = await store.listNodeRefs(from, 2);
+          expect(page.refs.length).toBeLessThanOrEqual(2);
+          seen.push(...page.refs.map((r) => r.instanceArn));
+          from = page.next;
+          pages += 1;
+          if (pages > 100) throw new Error('the node walk does not end');
+        }
+        // Other tests' nodes share the table: ours are all there, once each, and nothing else but nodes.
+        for (const a of arns) expect(seen.filter((x) => x === a)).toHaveLength(1);
+        expect(new Set(seen).size).toBe(seen.length);
+        const ref = (await store.listNodeRefs({ shard: 0 }, 10_000)).refs.find((r) => r.instanceArn === arns[0]);
+        expect(ref).toMatchObject({ instanceArn: arns[0], phase: 'READY', version: nodeRecord(arns[0]!).version });
+        await expect(store.listNodeRefs({ shard: -1 })).rejects.toBeInstanceOf(ValidationError);
+        await expect(store.listNodeRefs({ shard: 0 }, 0)).rejects.toBeInstanceOf(ValidationError);
       });
 
       it('updates with optimistic versioning: of two writers at the same version one wins', async () => {

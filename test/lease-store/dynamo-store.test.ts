@@ -5,7 +5,8 @@ import { LightDynamoClient } from '../../shared/dynamo/light-client.js';
 import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { NoFreeLeaseError, StoreUnavailableError } from '../../shared/errors.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
-import { CLAIMABLE_INDEX } from '../../shared/lease-store/table.js';
+import { NODE_WRITABLE_ATTRS } from '../../shared/lease-store/item-codec.js';
+import { CLAIMABLE_INDEX, NODE_INDEX } from '../../shared/lease-store/table.js';
 import { CountingApi } from './counting-api.js';
 import { useDynalite } from './dynalite-env.js';
 import { holder, newInstanceArn, newLeases, nodeRecord } from './fixtures.js';
@@ -200,9 +201,13 @@ describe('Class: DynamoLeaseStore', () => {
   });
 
   describe('partition confinement (issue 14: claim-index poisoning)', () => {
-    it('declares the claimable index as local to the partition, with no global index (dynalite honours it)', async () => {
+    it('declares the claimable index as local to the partition, and no global index on a node-writable key', async () => {
       const { Table } = await env.sdkClient().send(new DescribeTableCommand({ TableName: tableName }));
-      expect(Table?.GlobalSecondaryIndexes ?? []).toEqual([]);
+      // The one global index is the node index, keyed on an attribute no node may write (issue 25).
+      expect(Table?.GlobalSecondaryIndexes?.map((i) => [i.IndexName, i.KeySchema?.[0]?.AttributeName])).toEqual([
+        [NODE_INDEX.name, NODE_INDEX.partitionKey],
+      ]);
+      expect(NODE_WRITABLE_ATTRS).not.toContain(NODE_INDEX.partitionKey);
       expect(Table?.LocalSecondaryIndexes?.map((i) => [i.IndexName, i.KeySchema, i.Projection])).toEqual([
         [
           CLAIMABLE_INDEX.name,

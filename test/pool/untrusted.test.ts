@@ -3,8 +3,9 @@ import type { NewLease } from '../../shared/domain/lease.js';
 import type { NodeRecord } from '../../shared/domain/node.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
 import { METRIC_NAMES } from '../../shared/metrics.js';
-import { manageNodePool, sweepPools } from '../../shared/pool/pool-manager.js';
+import { manageNodePool } from '../../shared/pool/pool-manager.js';
 import { planRelease } from '../../shared/pool/release-plan.js';
+import { sweepPools } from '../../shared/pool/sweep.js';
 import { claimOne, type PoolEnv, type ReadyNode, readyNode, startPoolEnv } from './support.js';
 
 /**

@@ -170,6 +170,33 @@ export const ATTACKS: readonly Attack[] = [
     },
   },
   {
+    // The node index is keyed on `nsh`, which only the control plane writes: a node that could set it would
+    // slip 150 fake READY "nodes" into every schedule's view, or hide its own node from the sweep.
+    name: 'Poison the node index: 150 items carrying the node-index key, and its own node item moved out of it',
+    iam: 'denied',
+    run: (f) =>
+      answers([
+        ...Array.from({ length: 150 }, (_, i) =>
+          setAttributes(f.attacker, leaseKey(f.attacker.arn, `10.0.198.${i}`), {
+            [A.nodeShard]: s('nodes#0'),
+            [A.phase]: s('READY'),
+            [A.state]: s('FREE'),
+            [A.version]: n(1),
+          }),
+        ),
+        setAttributes(f.attacker, nodeKey(f.attacker.arn), { [A.nodeShard]: s('elsewhere') }),
+        () =>
+          f.attacker.ddb.send(
+            new UpdateItemCommand({
+              TableName: TABLE,
+              Key: nodeKey(f.attacker.arn),
+              UpdateExpression: 'REMOVE #k',
+              ExpressionAttributeNames: { '#k': A.nodeShard },
+            }),
+          ),
+      ]),
+  },
+  {
     name: 'Poison its own claim index: 150 unclaimable items, claimable since 0',
     iam: 'accepted',
     run: (f) =>

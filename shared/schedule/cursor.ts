@@ -1,0 +1,80 @@
+import type { DynamoApi } from '../dynamo/api.js';
+import { isConditionalCheckFailed } from '../dynamo/errors.js';
+import type { NodeCursor } from '../lease-store/port.js';
+import { TABLE_KEYS } from '../lease-store/table.js';
+
+/**
+ * Where a paced schedule stands in its walk of the node index: the cycle's start, the next page (absent once
+ * the cycle is done) and how many cycles have started. Kept between runs, so a run that meets its deadline
+ * hands the rest of the cycle to the next one instead of starting over.
+ */
+export interface SweepState {
+  readonly cycleStartedAtMs: number;
+  readonly position?: NodeCursor;
+  readonly cycles: number;
+}
+
+export interface StoredSweepState {
+  readonly state: SweepState;
+  readonly version: number;
+}
+
+export interface SweepCursorStore {
+  load(name: string): Promise<StoredSweepState | undefined>;
+  /** Writes if the stored version is still `expectedVersion` (0: none yet); false when another run moved it. */
+  save(name: string, state: SweepState, expectedVersion: number): Promise<boolean>;
+}
+
+/** The control plane's own partition for schedule cursors: no node's `dynamodb:LeadingKeys` can name it. */
+export const SCHEDULES_PARTITION = 'vpc-lease#schedules';
+
+export class DynamoSweepCursorStore implements SweepCursorStore {
+  constructor(
+    private readonly api: DynamoApi,
+    private readonly tableName: string,
+  ) {}
+
+  private key(name: string) {
+    return { [TABLE_KEYS.partitionKey]: { S: SCHEDULES_PARTITION }, [TABLE_KEYS.sortKey]: { S: name } };
+  }
+
+  async load(name: string): Promise<StoredSweepState | undefined> {
+    const out = await this.api.getItem({ TableName: this.tableName, Key: this.key(name), ConsistentRead: true });
+    const json = out.Item?.['state']?.S;
+    const version = Number(out.Item?.['v']?.N);
+    if (json === undefined || !Number.isSafeInteger(version)) return undefined;
+    return { state: JSON.parse(json) as SweepState, version };
+  }
+
+  async save(name: string, state: SweepState, expectedVersion: number): Promise<boolean> {
+    try {
+      await this.api.putItem({
+        TableName: this.tableName,
+        Item: { ...this.key(name), state: { S: JSON.stringify(state) }, v: { N: String(expectedVersion + 1) } },
+        ConditionExpression: expectedVersion === 0 ? 'attribute_not_exists(v)' : 'v = :expected',
+        ...(expectedVersion === 0
+          ? {}
+          : { ExpressionAttributeValues: { ':expected': { N: String(expectedVersion) } } }),
+      });
+      return true;
+    } catch (err) {
+      if (isConditionalCheckFailed(err)) return false;
+      throw err;
+    }
+  }
+}
+
+/** The same contract in memory (tests). */
+export class MemorySweepCursorStore implements SweepCursorStore {
+  readonly saved = new Map<string, StoredSweepState>();
+
+  async load(name: string): Promise<StoredSweepState | undefined> {
+    return this.saved.get(name);
+  }
+
+  async save(name: string, state: SweepState, expectedVersion: number): Promise<boolean> {
+    if ((this.saved.get(name)?.version ?? 0) !== expectedVersion) return false;
+    this.saved.set(name, { state: structuredClone(state), version: expectedVersion + 1 });
+    return true;
+  }
+}

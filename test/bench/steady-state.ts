@@ -1,0 +1,402 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { DynamoDBRecord, DynamoDBStreamEvent, ScheduledEvent } from 'aws-lambda';
+import { ManualClock } from '../../shared/clock.js';
+import { parseControlPlaneConfig } from '../../shared/config/control-plane.js';
+import { instanceArn } from '../../shared/domain/arn.js';
+import type { EniRecord, NodeRecord } from '../../shared/domain/node.js';
+import type { DynamoApi } from '../../shared/dynamo/api.js';
+import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
+import type { Ec2Port } from '../../shared/ec2/port.js';
+import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
+import { ensureTable } from '../../shared/lease-store/ensure-table.js';
+import { A, encodeNewLease, encodeNode, type Item } from '../../shared/lease-store/item-codec.js';
+import { createLogger } from '../../shared/log.js';
+import { createPoolManagerHandler } from '../../shared/pool/events.js';
+import { DynamoLeasePartitions } from '../../shared/reconcile/lease-partitions.js';
+import { reconcile } from '../../shared/reconcile/reconciler.js';
+import { DynamoSweepCursorStore } from '../../shared/schedule/cursor.js';
+import { startDynalite } from '../support/dynalite.js';
+import { round } from './stats.js';
+
+/**
+ * Steady-state cost of the schedules and the stream at a cluster's scale: what DynamoDB bills per node-hour
+ * (dynalite's ConsumedCapacity: 4 KB per strongly consistent read unit, half for eventual, 1 KB per write
+ * unit; Query and Scan by the total size read before any filter), Lambda invocations and GB-s per node-hour,
+ * and dollars per 1,000 node-months. The table is seeded directly (READY node items and their leases, as a
+ * launch leaves them); the hour's schedule is simulated by invoking the pool-manager's scheduled entry every
+ * `poolIntervalMs` and the reconciler every `reconcileIntervalMs` with a manual clock advanced between runs —
+ * no real hour passes. EC2 is a stub that reports every instance running and no ENI (the figures are
+ * DynamoDB's and Lambda's; no EC2 call is billed).
+ */
+export interface SteadyStateOptions {
+  readonly nodes: number;
+  readonly leasesPerNode: number;
+  readonly claimedPerNode: number;
+  /** Pod starts (each an ADD and, later, a DEL) per node-hour; 0 = idle. */
+  readonly podStartsPerNodeHour: number;
+  /**
+   * Schedule runs actually executed per schedule; the rest of the hour's runs are extrapolated from their
+   * mean. Only for code whose every idle run does the same reads (main's full sweeps); undefined = run all.
+   */
+  readonly measuredRunsPerSchedule?: number;
+}
+
+const POOL_INTERVAL_MS = 60_000; // infra/construct/props.ts poolInterval default
+const RECONCILE_INTERVAL_MS = 300_000; // reconcileInterval default
+const HOUR_MS = 3_600_000;
+const FUNCTION_MEMORY_GB = 0.5; // allocator.ts memorySizeMb for every control-plane function
+const HOURS_PER_MONTH = 730;
+
+/**
+ * On-demand prices, us-east-1, as published on https://aws.amazon.com/dynamodb/pricing/on-demand/ (since the
+ * 2024-11-01 reduction) and https://aws.amazon.com/lambda/pricing/ (x86), read 2026-12-02 from the figures
+ * these pages state; this machine has no network, so they were not re-fetched.
+ */
+export const PRICES = {
+  source: ['https://aws.amazon.com/dynamodb/pricing/on-demand/', 'https://aws.amazon.com/lambda/pricing/'],
+  region: 'us-east-1',
+  asOf: '2026-12-02',
+  dynamoPerMillionReadUnits: 0.125,
+  dynamoPerMillionWriteUnits: 0.625,
+  lambdaPerMillionRequests: 0.2,
+  lambdaPerGbSecond: 0.0000166667,
+} as const;
+
+const READS = new Set(['getItem', 'query', 'scan', 'batchGetItem']);
+
+interface Tally {
+  readUnits: number;
+  writeUnits: number;
+  requests: number;
+  invocations: number;
+  handlerMs: number;
+}
+
+const zero = (): Tally => ({ readUnits: 0, writeUnits: 0, requests: 0, invocations: 0, handlerMs: 0 });
+
+/** A DynamoApi that asks for ConsumedCapacity on every call and adds it to `into.current`. */
+function meteredApi(api: DynamoApi, into: { current: Tally | undefined }): DynamoApi {
+  return new Proxy(api, {
+    get(target, prop, receiver) {
+      const fn = Reflect.get(target, prop, receiver) as unknown;
+      if (typeof fn !== 'function') return fn;
+      return async (input: Record<string, unknown>) => {
+        const out = (await (fn as (i: unknown) => Promise<Record<string, unknown>>).call(target, {
+          ...input,
+          ReturnConsumedCapacity: 'TOTAL',
+        })) as { ConsumedCapacity?: { CapacityUnits?: number } | { CapacityUnits?: number }[] };
+        const tally = into.current;
+        if (tally) {
+          const list = Array.isArray(out.ConsumedCapacity) ? out.ConsumedCapacity : [out.ConsumedCapacity ?? {}];
+          const units = list.reduce((s, c) => s + (c.CapacityUnits ?? 0), 0);
+          tally.requests += 1;
+          if (READS.has(String(prop))) tally.readUnits += units;
+          else tally.writeUnits += units;
+        }
+        return out;
+      };
+    },
+  });
+}
+
+/** EC2 as the steady state sees it: every instance running, no ENI to collect; anything else is a bench bug. */
+function stubEc2(): Ec2Port {
+  const known = {
+    describeNetworkInterfaces: async () => [],
+    describeInstanceStates: async (ids: readonly string[]) => new Map(ids.map((id) => [id, 'running'])),
+  };
+  return new Proxy(known, {
+    get(target, prop) {
+      if (prop in target) return target[prop as keyof typeof target];
+      if (prop === 'then') return undefined;
+      return () => {
+        throw new Error(`steady-state bench: unexpected EC2 call ${String(prop)}`);
+      };
+    },
+  }) as unknown as Ec2Port;
+}
+
+function nodeRecord(i: number, nowMs: number, leases: number): NodeRecord {
+  const instanceId = `i-${(0x10000000 + i).toString(16).padStart(17, '0')}`;
+  const perEni = 10;
+  const enis: EniRecord[] = [];
+  for (let e = 0; e * perEni < leases; e++) {
+    const count = Math.min(perEni, leases - e * perEni);
+    enis.push({
+      deviceIndex: e + 1,
+      networkCardIndex: 0,
+      subnetId: 'subnet-0bench00000000000',
+      clientToken: `${instanceId}-${e + 1}-bench`,
+      step: 'LEASED',
+      eniId: `eni-${(i * 8 + e).toString(16).padStart(17, '0')}`,
+      attachmentId: `eni-attach-${(i * 8 + e).toString(16).padStart(17, '0')}`,
+      mac: `02:00:${((i >> 8) & 255).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}:00:0${e + 1}`,
+      subnetCidr: '10.0.0.0/8',
+      addresses: Array.from({ length: count }, (_, k) => addressOf(i, e * perEni + k)),
+      prefixes: [],
+      deleteOnTermination: true,
+      plannedIpCount: count,
+      plannedPrefixCount: 0,
+    });
+  }
+  return {
+    instanceArn: instanceArn('us-east-1', '123456789012', instanceId, 'aws'),
+    instanceId,
+    instanceType: 'm5.xlarge',
+    availabilityZone: 'us-east-1a',
+    podSubnetIds: ['subnet-0bench00000000000'],
+    phase: 'READY',
+    enis,
+    maxPods: 58,
+    createdAtMs: nowMs,
+    updatedAtMs: nowMs,
+    version: 3,
+  };
+}
+
+function addressOf(node: number, k: number): string {
+  const n = node * 64 + k + 16;
+  return `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
+}
+
+/** Node item and leases as items: the first `claimed` CLAIMED by a pod, the rest FREE. */
+function seedItems(node: NodeRecord, claimed: number, nowMs: number): Item[] {
+  const items: Item[] = [encodeNode(node, node.version)];
+  let k = 0;
+  for (const eni of node.enis) {
+    for (const ip of eni.addresses) {
+      const item = encodeNewLease(
+        {
+          instanceArn: node.instanceArn,
+          ip,
+          eniId: eni.eniId!,
+          deviceIndex: eni.deviceIndex,
+          mac: eni.mac!,
+          subnetId: eni.subnetId,
+          subnetCidr: eni.subnetCidr!,
+          gateway: '10.0.0.1',
+        },
+        nowMs - HOUR_MS,
+      );
+      if (k++ < claimed) {
+        delete item[A.cAt];
+        item[A.state] = { S: 'CLAIMED' };
+        item[A.containerId] = { S: `${'c'.repeat(48)}${String(k).padStart(16, '0')}` };
+        item[A.ifName] = { S: 'eth0' };
+        item[A.netns] = { S: `/var/run/netns/cni-${'0'.repeat(28)}${k}` };
+        item[A.podNamespace] = { S: 'default' };
+        item[A.podName] = { S: `app-7d9f8c6b5-${String(k).padStart(5, 'x')}` };
+        item[A.claimedAt] = { N: String(nowMs - HOUR_MS) };
+      }
+      items.push(item);
+    }
+  }
+  return items;
+}
+
+function streamRecord(arn: string, ip: string, before: string, after: string, seq: number): DynamoDBRecord {
+  return {
+    eventName: 'MODIFY',
+    dynamodb: {
+      Keys: { [A.pk]: { S: arn }, [A.sk]: { S: `ip#${ip}` } },
+      OldImage: { [A.state]: { S: before } },
+      NewImage: { [A.state]: { S: after } },
+      SequenceNumber: String(seq),
+    },
+  } as DynamoDBRecord;
+}
+
+/**
+ * One simulated hour at steady state: the pool schedule, the reconciler's, and (with churn) each pod's ADD and
+ * DEL through the store plus the stream pass each triggers (one record per invocation: the worst case, a
+ * stream whose batches hold one record).
+ */
+export async function runSteadyState(options: SteadyStateOptions): Promise<Record<string, unknown>> {
+  const dynalite = await startDynalite();
+  const client = new DynamoDBClient({
+    endpoint: dynalite.endpoint,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'AKIDLOCAL', secretAccessKey: 'local-secret' },
+  });
+  const tableName = 'steady-state';
+  const meter: { current: Tally | undefined } = { current: undefined };
+  try {
+    await ensureTable(client, tableName, { pollMs: 10 });
+    const raw = new SdkDynamoApi(client);
+    const api = meteredApi(raw, meter);
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const startMs = clock.nowMs();
+    const nodes = Array.from({ length: options.nodes }, (_, i) => nodeRecord(i, startMs, options.leasesPerNode));
+    const seedStarted = Date.now();
+    let batch: Item[] = [];
+    const flush = async (): Promise<void> => {
+      let requests = batch.map((Item) => ({ PutRequest: { Item } }));
+      batch = [];
+      while (requests.length > 0) {
+        const out = await raw.batchWriteItem({ RequestItems: { [tableName]: requests } });
+        requests = (out.UnprocessedItems?.[tableName] ?? []) as typeof requests;
+      }
+    };
+    for (const node of nodes) {
+      for (const item of seedItems(node, options.claimedPerNode, startMs)) {
+        batch.push(item);
+        if (batch.length === 25) await flush();
+      }
+    }
+    await flush();
+    const seedS = round((Date.now() - seedStarted) / 1000, 1);
+
+    const config = parseControlPlaneConfig({ clusterName: 'bench', tableName, maxPods: 58 });
+    const logger = createLogger({ level: 'error', sink: () => {} });
+    const store = new DynamoLeaseStore({ api, tableName });
+    const ec2 = stubEc2();
+    // The Lambda's wiring (lambdas/pool-manager/handler.ts): the sweep's cursor in the schedules partition.
+    const sweepCursor = new DynamoSweepCursorStore(api, tableName);
+    const pool = createPoolManagerHandler({ ec2, store, config, clock, logger, sweepCursor });
+    const reconcilerDeps = {
+      ec2,
+      store,
+      config,
+      clock,
+      logger,
+      leasePartitions: new DynamoLeasePartitions(api, tableName),
+    };
+    const scheduled = { source: 'aws.events', 'detail-type': 'Scheduled Event', detail: {} } as ScheduledEvent;
+    const tallies = { poolSchedule: zero(), reconciler: zero(), pods: zero(), stream: zero() };
+    const measured = { poolSchedule: 0, reconciler: 0 };
+    const invoke = async (into: Tally, fn: () => Promise<unknown>): Promise<void> => {
+      meter.current = into;
+      const t0 = performance.now();
+      await fn();
+      into.handlerMs += performance.now() - t0;
+      into.invocations += 1;
+      meter.current = undefined;
+    };
+
+    // Pod churn spread over the hour: pod k starts at a fixed time and stops half an hour later.
+    const podsTotal = Math.round(options.podStartsPerNodeHour * options.nodes);
+    const events: { atMs: number; run: () => Promise<void> }[] = [];
+    let seq = 0;
+    for (let k = 0; k < podsTotal; k++) {
+      const node = nodes[k % nodes.length]!;
+      const holder = { containerId: `churn-${k}`.padEnd(64, '0'), ifName: 'eth0', netns: `/var/run/netns/churn-${k}` };
+      const atMs = startMs + Math.floor((k * HOUR_MS) / 2 / Math.max(1, podsTotal));
+      let ip = '';
+      events.push({
+        atMs,
+        run: async () => {
+          meter.current = tallies.pods;
+          ip = (await store.claim(node.instanceArn, holder, clock.nowMs(), { checkExisting: false })).ip;
+          meter.current = undefined;
+          const event = { Records: [streamRecord(node.instanceArn, ip, 'FREE', 'CLAIMED', ++seq)] };
+          await invoke(tallies.stream, () => pool(event as DynamoDBStreamEvent));
+        },
+      });
+      events.push({
+        atMs: atMs + HOUR_MS / 2,
+        run: async () => {
+          meter.current = tallies.pods;
+          await store.release(node.instanceArn, holder, clock.nowMs(), config.reuseWaitMs, ip);
+          meter.current = undefined;
+          const event = { Records: [streamRecord(node.instanceArn, ip, 'CLAIMED', 'COOLDOWN', ++seq)] };
+          await invoke(tallies.stream, () => pool(event as DynamoDBStreamEvent));
+        },
+      });
+    }
+    const limit = options.measuredRunsPerSchedule ?? Number.POSITIVE_INFINITY;
+    for (let at = 0; at < HOUR_MS; at += POOL_INTERVAL_MS) {
+      events.push({
+        atMs: startMs + at + 1,
+        run: async () => {
+          if (measured.poolSchedule++ < limit) await invoke(tallies.poolSchedule, () => pool(scheduled));
+        },
+      });
+    }
+    for (let at = 0; at < HOUR_MS; at += RECONCILE_INTERVAL_MS) {
+      events.push({
+        atMs: startMs + at + 2,
+        run: async () => {
+          if (measured.reconciler++ < limit) await invoke(tallies.reconciler, () => reconcile(reconcilerDeps));
+        },
+      });
+    }
+    events.sort((a, b) => a.atMs - b.atMs);
+    const runStarted = Date.now();
+    for (const event of events) {
+      if (event.atMs > clock.nowMs()) clock.set(event.atMs);
+      await event.run();
+    }
+    const runS = round((Date.now() - runStarted) / 1000, 1);
+
+    // Extrapolate the schedules' unexecuted runs from the executed ones' mean (identical idle runs).
+    const scaled = (t: Tally, executed: number, total: number): Tally => {
+      const f = executed > 0 ? total / executed : 0;
+      return {
+        readUnits: t.readUnits * f,
+        writeUnits: t.writeUnits * f,
+        requests: t.requests * f,
+        invocations: total,
+        handlerMs: t.handlerMs * f,
+      };
+    };
+    const poolRuns = HOUR_MS / POOL_INTERVAL_MS;
+    const reconcileRuns = HOUR_MS / RECONCILE_INTERVAL_MS;
+    const parts = {
+      poolSchedule: scaled(tallies.poolSchedule, Math.min(limit, poolRuns), poolRuns),
+      reconciler: scaled(tallies.reconciler, Math.min(limit, reconcileRuns), reconcileRuns),
+      stream: tallies.stream,
+      pods: tallies.pods,
+    };
+    const perNodeHour = (t: Tally) => ({
+      dynamoReadUnits: round(t.readUnits / options.nodes, 3),
+      dynamoWriteUnits: round(t.writeUnits / options.nodes, 3),
+      dynamoRequests: round(t.requests / options.nodes, 3),
+      lambdaInvocations: round(t.invocations / options.nodes, 4),
+      lambdaGbSeconds: round(((t.handlerMs / 1000) * FUNCTION_MEMORY_GB) / options.nodes, 4),
+    });
+    const total = Object.values(parts).reduce(
+      (s, t) => ({
+        readUnits: s.readUnits + t.readUnits,
+        writeUnits: s.writeUnits + t.writeUnits,
+        requests: s.requests + t.requests,
+        invocations: s.invocations + t.invocations,
+        handlerMs: s.handlerMs + t.handlerMs,
+      }),
+      zero(),
+    );
+    const nodeMonths = (x: number): number => (x / options.nodes) * HOURS_PER_MONTH * 1000;
+    const dollars = {
+      dynamoReads: round((nodeMonths(total.readUnits) / 1e6) * PRICES.dynamoPerMillionReadUnits, 2),
+      dynamoWrites: round((nodeMonths(total.writeUnits) / 1e6) * PRICES.dynamoPerMillionWriteUnits, 2),
+      lambdaRequests: round((nodeMonths(total.invocations) / 1e6) * PRICES.lambdaPerMillionRequests, 2),
+      lambdaCompute: round(nodeMonths((total.handlerMs / 1000) * FUNCTION_MEMORY_GB) * PRICES.lambdaPerGbSecond, 2),
+    };
+    return {
+      nodes: options.nodes,
+      leasesPerNode: options.leasesPerNode,
+      claimedPerNode: options.claimedPerNode,
+      podStartsPerNodeHour: options.podStartsPerNodeHour,
+      scheduleRunsPerHour: { poolSchedule: poolRuns, reconciler: reconcileRuns },
+      scheduleRunsExecuted: {
+        poolSchedule: Math.min(limit, poolRuns),
+        reconciler: Math.min(limit, reconcileRuns),
+      },
+      perNodeHour: {
+        total: perNodeHour(total),
+        ...Object.fromEntries(Object.entries(parts).map(([k, t]) => [k, perNodeHour(t)])),
+      },
+      dollarsPer1000NodeMonths: {
+        ...dollars,
+        total: round(
+          Object.values(dollars).reduce((s, x) => s + x, 0),
+          2,
+        ),
+      },
+      seedS,
+      runS,
+    };
+  } finally {
+    client.destroy();
+    await dynalite.close();
+  }
+}
