@@ -1,5 +1,5 @@
-import packageJson from '../../package.json' with { type: 'json' };
 import { errorMessage } from '../../shared/errors.js';
+import { VPC_LEASE_VERSION } from '../../shared/version.js';
 import type { AgentExtensions, CommandEvent } from '../agent/observer.js';
 import { parseNetconf } from '../config/netconf.js';
 import { type CniMetricCommand, NodeMetrics } from './node-metrics.js';
@@ -24,7 +24,7 @@ export function agentMetrics(
 ): { metrics: NodeMetrics; extensions: AgentExtensions } {
   const maxAgeS = Number(env[LEASES_MAX_AGE_ENV]);
   const metrics = new NodeMetrics({
-    version: packageJson.version,
+    version: VPC_LEASE_VERSION,
     nowMs,
     fallbackDataDir: DEFAULT_DATA_DIR,
     ...(env[LEASES_MAX_AGE_ENV] && Number.isFinite(maxAgeS) && maxAgeS >= 0 ? { leasesMaxAgeMs: maxAgeS * 1000 } : {}),

@@ -88,6 +88,7 @@ describe('the built vpc-lease-cni', () => {
     expect(readdirSync(binDir).sort()).toEqual([
       'netlink.node',
       'vpc-lease-cni',
+      'vpc-lease-cni-plugin',
       'vpc-lease-cni.js',
       'vpc_lease_netns.node',
     ]);

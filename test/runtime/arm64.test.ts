@@ -102,12 +102,24 @@ describe.skipIf(skip)('the arm64 single executable, under qemu-user', () => {
       const args = ['install', '--no-wait-ready', '--bin-dir', binDir, '--conf-dir', confDir, '--config', config];
       const r = await qemu(join(build, 'vpc-lease-cni'), [...args, '--service-cidrs', '10.96.0.0/12'], {});
       expect(r.code, r.stderr).toBe(0);
-      expect(readdirSync(binDir).sort()).toEqual(['netlink.node', 'vpc-lease-cni', 'vpc_lease_netns.node']);
+      expect(readdirSync(binDir).sort()).toEqual([
+        'netlink.node',
+        'vpc-lease-cni',
+        'vpc-lease-cni-plugin',
+        'vpc_lease_netns.node',
+      ]);
+      // What the runtime calls is the shim; the full executable sits beside it as its fallback.
+      const builtAs: Record<string, string> = {
+        'vpc-lease-cni': 'vpc-lease-cni-shim',
+        'vpc-lease-cni-plugin': 'vpc-lease-cni',
+      };
       for (const f of readdirSync(binDir))
-        expect(readFileSync(join(binDir, f)).equals(readFileSync(join(build, f))), f).toBe(true);
+        expect(readFileSync(join(binDir, f)).equals(readFileSync(join(build, builtAs[f] ?? f))), f).toBe(true);
       const conflist = JSON.parse(readFileSync(join(confDir, '10-vpc-lease.conflist'), 'utf8'));
       expect(conflist.plugins[0]).toMatchObject({ type: 'vpc-lease-cni', serviceCidrs: ['10.96.0.0/12'] });
-      const installed = await qemu(join(binDir, 'vpc-lease-cni'), [], { CNI_COMMAND: 'VERSION' }, '{}');
+      // The installed plugin itself: the shim would exec it as its fallback, which under qemu-user needs a
+      // binfmt_misc handler for aarch64 that this machine need not have.
+      const installed = await qemu(join(binDir, 'vpc-lease-cni-plugin'), [], { CNI_COMMAND: 'VERSION' }, '{}');
       expect(installed.code, installed.stderr).toBe(0);
     },
     QEMU_TEST_MS,

@@ -116,7 +116,12 @@ describe.skipIf(skip)('containerd + runc drive the installed plugin', () => {
   it('installs the plugin from the imported image, as the DaemonSet init container does', async () => {
     const r = await install();
     expect(r.code, r.stderr).toBe(0);
-    expect(readdirSync(containerd.binDir).sort()).toEqual(['netlink.node', 'vpc-lease-cni', 'vpc_lease_netns.node']);
+    expect(readdirSync(containerd.binDir).sort()).toEqual([
+      'netlink.node',
+      'vpc-lease-cni',
+      'vpc-lease-cni-plugin',
+      'vpc_lease_netns.node',
+    ]);
     const conflist = JSON.parse(readFileSync(join(containerd.confDir, '10-vpc-lease.conflist'), 'utf8'));
     expect(conflist).toMatchObject({ cniVersion: '1.0.0', plugins: [{ type: 'vpc-lease-cni' }] });
   });

@@ -262,7 +262,12 @@ describe.skipIf(skip)('push-image → docker-registry → containerd pull by dig
       '--no-wait-ready',
     ]);
     expect(r.code, r.stderr).toBe(0);
-    expect(readdirSync(containerd.binDir).sort()).toEqual(['netlink.node', 'vpc-lease-cni', 'vpc_lease_netns.node']);
+    expect(readdirSync(containerd.binDir).sort()).toEqual([
+      'netlink.node',
+      'vpc-lease-cni',
+      'vpc-lease-cni-plugin',
+      'vpc_lease_netns.node',
+    ]);
     const conflist = JSON.parse(readFileSync(join(containerd.confDir, '10-vpc-lease.conflist'), 'utf8'));
     expect(conflist.plugins[0]).toMatchObject({
       type: 'vpc-lease-cni',
