@@ -211,7 +211,7 @@ export function matrixCells(imds: FabricImds, nodes: readonly FabricNode[], p: R
         return down.stdout.trim() === String(BIG_BYTES) ? undefined : `download: got ${short(down.stdout)} bytes`;
       },
     },
-    unassignedSourceDropped(n1.client, n2.client),
+    unassignedSourceDropped(n1.client, n2.client, nodes[1]!),
     unownedAddressGetsNothing(n1.client, nodes[1]!),
   ];
 }

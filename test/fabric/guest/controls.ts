@@ -37,24 +37,32 @@ async function withProbes<T>(make: readonly (() => ProbeRule)[], body: (p: Probe
   }
 }
 
-export function unassignedSourceDropped(from: Pod, to: Pod): Cell {
+/**
+ * Node 2 counts the requests in two places: the pod's netns sees them in L2 and L3, where ipvlan hands the
+ * packet straight to the pod's stack; in L3S they pass node 2's own netfilter hooks instead and never the pod's.
+ */
+export function unassignedSourceDropped(from: Pod, to: Pod, toNode: FabricNode): Cell {
   return {
     name: 'negative control: a pod sending from an unassigned address is dropped',
     run: () =>
       withProbes(
         [
           () => probeRule(to.ns, 'raw', 'PREROUTING', icmpFrom(from.ip)),
+          () => probeRule(toNode.name, 'raw', 'PREROUTING', [...icmpFrom(from.ip), '-d', `${to.ip}/32`]),
           () => probeRule(to.ns, 'raw', 'PREROUTING', icmpFrom(UNASSIGNED_SOURCE)),
+          () => probeRule(toNode.name, 'raw', 'PREROUTING', [...icmpFrom(UNASSIGNED_SOURCE), '-d', `${to.ip}/32`]),
           () => probeRule(undefined, 'raw', 'PREROUTING', icmpFrom(UNASSIGNED_SOURCE)),
         ],
-        async ([twinAtTarget, atTarget, atFabric]) => {
+        async ([twinAtPod, twinAtNode, atPod, atNode, atFabric]) => {
+          const twinAtTarget = { count: () => twinAtPod!.count() + twinAtNode!.count() };
+          const atTarget = { count: () => atPod!.count() + atNode!.count() };
           if (!(await ping(from.ns, to.ip))) return 'positive twin failed: no answer from the assigned address';
-          if (twinAtTarget!.count() === 0) return `the twin was answered, yet ${to.name}'s probe counted nothing`;
+          if (twinAtTarget.count() === 0) return `the twin was answered, yet ${to.name}'s probe counted nothing`;
           const dropsBefore = sourceCheckDrops();
           ip('-n', from.ns, 'addr', 'add', `${UNASSIGNED_SOURCE}/32`, 'dev', 'eth0');
           try {
             const answered = await ping(from.ns, to.ip, ['-I', UNASSIGNED_SOURCE]);
-            const reached = atTarget!.count();
+            const reached = atTarget.count();
             const arrived = atFabric!.count();
             const dropped = sourceCheckDrops() - dropsBefore;
             if (reached > 0)

@@ -63,7 +63,7 @@ const cases: GuestCase[] = [
       );
       check(r.code === 0, `install: ${r.code} ${r.stderr}`);
       const files = readdirSync(binDir).sort().join(',');
-      check(files === 'netlink.node,vpc-lease-cni,vpc_lease_netns.node', `installed ${files}`);
+      check(files === 'netlink.node,vpc-lease-cni,vpc-lease-cni-plugin,vpc_lease_netns.node', `installed ${files}`);
       const v = await withoutNode(installed, [], { CNI_COMMAND: 'VERSION' }, '{}');
       check(v.code === 0 && v.json?.['cniVersion'] === '1.1.0', `VERSION: ${v.code} ${v.stdout} ${v.stderr}`);
     },
