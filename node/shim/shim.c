@@ -188,9 +188,13 @@ static int fail(const char *what) {
 }
 
 int main(int argc, char **argv) {
-  (void)argc;
-  read_stdin();
-  try_agent();
+  /* A runtime calls a CNI plugin with no arguments (the request is the environment and stdin); an argument is
+     a subcommand of the full executable (install, max-pods, agent), handed on untouched, stdin included. */
+  int cni_call = argc <= 1;
+  if (cni_call) {
+    read_stdin();
+    try_agent();
+  }
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return fail("cannot find itself");
@@ -198,7 +202,7 @@ int main(int argc, char **argv) {
   char *slash = strrchr(self, '/');
   if (!slash || (size_t)(slash - self) + 1 + sizeof PLUGIN_NAME > sizeof self) return fail("path too long");
   strcpy(slash + 1, PLUGIN_NAME);
-  if (restore_stdin() != 0) return fail("cannot hand stdin on");
+  if (cni_call && restore_stdin() != 0) return fail("cannot hand stdin on");
   argv[0] = self;
   execve(self, argv, environ);
   return fail("cannot execute " PLUGIN_NAME);
