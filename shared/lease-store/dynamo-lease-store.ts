@@ -3,41 +3,18 @@ import { LEASE_STATES } from '../domain/lease.js';
 import type { NodeRecord } from '../domain/node.js';
 import type { DynamoApi } from '../dynamo/api.js';
 import { isConditionalCheckFailed } from '../dynamo/errors.js';
-import {
-  LeaseConflictError,
-  NodeNotFoundError,
-  NoFreeLeaseError,
-  ValidationError,
-  VersionConflictError,
-} from '../errors.js';
+import { LeaseConflictError, NoFreeLeaseError, ValidationError } from '../errors.js';
 import { sleepMs } from '../sleep.js';
 import { num, str } from './attribute-value.js';
 import { BATCH_SIZE, guard, LeaseTable } from './dynamo-lease-table.js';
-import {
-  A,
-  decodeLease,
-  decodeNode,
-  decodeNodeRef,
-  encodeNewLease,
-  encodeNode,
-  HOLDER_ATTRS,
-  type Item,
-  leaseKey,
-  nodeKey,
-} from './item-codec.js';
-import type { ClaimOptions, HolderRef, LeaseStore, NodeCursor, NodeRef, NodeRefPage } from './port.js';
-import {
-  CLAIMABLE_INDEX,
-  LEASE_SORT_PREFIX,
-  NODE_INDEX,
-  NODE_SORT_KEY,
-  nodeIndexShards,
-  PASS_MARKER_SORT_KEY,
-} from './table.js';
-
-const passKey = (instanceArn: string): Item => ({ [A.pk]: str(instanceArn), [A.sk]: str(PASS_MARKER_SORT_KEY) });
-
-import { checkArn, checkHolder, checkHolderRef, checkIp, checkNewLeases, checkNode, checkTimeMs } from './validate.js';
+import { DynamoNodeIndex } from './dynamo-node-index.js';
+import { DynamoNodeItems } from './dynamo-node-items.js';
+import { DynamoPassMarker } from './dynamo-pass-marker.js';
+import { decodeEach, type IllFormedHandler } from './ill-formed.js';
+import { A, decodeLease, encodeNewLease, HOLDER_ATTRS, type Item, leaseKey } from './item-codec.js';
+import type { ClaimOptions, HolderRef, LeaseStore, NodeCursor, NodeRefPage } from './port.js';
+import { CLAIMABLE_INDEX, LEASE_SORT_PREFIX } from './table.js';
+import { checkArn, checkHolder, checkHolderRef, checkIp, checkNewLeases, checkTimeMs } from './validate.js';
 
 export interface DynamoLeaseStoreOptions {
   readonly api: DynamoApi;
@@ -57,7 +34,7 @@ export interface DynamoLeaseStoreOptions {
    * Called for each item listLeases or listNodes skips because it does not decode (a node can create items in
    * its own partition): one malformed item must not stop the control plane's pass over every node.
    */
-  readonly onIllFormedItem?: (key: { pk?: string; sk?: string }, error: unknown) => void;
+  readonly onIllFormedItem?: IllFormedHandler;
 }
 
 const DEFAULT_CANDIDATES = 16;
@@ -75,7 +52,10 @@ export class DynamoLeaseStore implements LeaseStore {
   private readonly table: string;
   private readonly putConcurrency: number;
   private readonly t: LeaseTable;
-  private readonly onIllFormed: (key: { pk?: string; sk?: string }, error: unknown) => void;
+  private readonly onIllFormed: IllFormedHandler;
+  private readonly nodes: DynamoNodeItems;
+  private readonly index: DynamoNodeIndex;
+  private readonly pass: DynamoPassMarker;
 
   constructor(options: DynamoLeaseStoreOptions) {
     this.api = options.api;
@@ -89,6 +69,15 @@ export class DynamoLeaseStore implements LeaseStore {
       sleep: options.sleep ?? sleepMs,
       random: options.random ?? Math.random,
     });
+    this.nodes = new DynamoNodeItems(options.api, options.tableName);
+    this.index = new DynamoNodeIndex({
+      api: options.api,
+      tableName: options.tableName,
+      nodes: this.nodes,
+      readConcurrency: this.putConcurrency,
+      onIllFormed: this.onIllFormed,
+    });
+    this.pass = new DynamoPassMarker(options.api, options.tableName);
   }
 
   async putLeases(leases: readonly NewLease[], nowMs: number): Promise<void> {
@@ -333,7 +322,7 @@ export class DynamoLeaseStore implements LeaseStore {
           ExpressionAttributeValues: values,
           ConsistentRead: true,
         })
-        .then((items) => this.decodeAll(items, decodeLease)),
+        .then((items) => decodeEach(items, decodeLease, this.onIllFormed)),
     );
   }
 
@@ -365,169 +354,31 @@ export class DynamoLeaseStore implements LeaseStore {
     });
   }
 
-  async getNode(instanceArn: string): Promise<NodeRecord | undefined> {
-    checkArn(instanceArn);
-    return guard('read the node item of', instanceArn, async () => {
-      const out = await this.api.getItem({ TableName: this.table, Key: nodeKey(instanceArn), ConsistentRead: true });
-      return out.Item ? decodeNode(out.Item as Item) : undefined;
-    });
+  getNode(instanceArn: string): Promise<NodeRecord | undefined> {
+    return this.nodes.getNode(instanceArn);
   }
 
-  async createNode(node: NodeRecord): Promise<boolean> {
-    checkNode(node);
-    return guard('create the node item of', node.instanceArn, async () => {
-      try {
-        await this.api.putItem({
-          TableName: this.table,
-          Item: encodeNode(node, node.version),
-          ConditionExpression: `attribute_not_exists(${A.sk})`,
-        });
-        return true;
-      } catch (err) {
-        if (isConditionalCheckFailed(err)) return false;
-        throw err;
-      }
-    });
+  createNode(node: NodeRecord): Promise<boolean> {
+    return this.nodes.createNode(node);
   }
 
-  async updateNode(next: NodeRecord, expectedVersion: number): Promise<NodeRecord> {
-    checkNode(next);
-    if (!Number.isSafeInteger(expectedVersion) || expectedVersion < 0) {
-      throw new ValidationError(`expectedVersion must be a non-negative integer, got ${expectedVersion}`);
-    }
-    return guard('update the node item of', next.instanceArn, async () => {
-      const written = { ...next, version: expectedVersion + 1 };
-      try {
-        await this.api.putItem({
-          TableName: this.table,
-          Item: encodeNode(written, written.version),
-          ConditionExpression: `${A.nodeVersion} = :expected`,
-          ExpressionAttributeValues: { ':expected': num(expectedVersion) },
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        });
-        return written;
-      } catch (err) {
-        if (!isConditionalCheckFailed(err)) throw err;
-        // Off the hot path: one read tells a missing node from a moved-on one.
-        const current =
-          (err as { Item?: Item }).Item ??
-          (await this.api.getItem({ TableName: this.table, Key: nodeKey(next.instanceArn), ConsistentRead: true }))
-            .Item;
-        if (!current) throw new NodeNotFoundError(next.instanceArn);
-        throw new VersionConflictError(next.instanceArn, expectedVersion);
-      }
-    });
+  updateNode(next: NodeRecord, expectedVersion: number): Promise<NodeRecord> {
+    return this.nodes.updateNode(next, expectedVersion);
   }
 
-  private decodeAll<T>(items: readonly Item[], decode: (item: Item) => T): T[] {
-    const out: T[] = [];
-    for (const item of items) {
-      try {
-        out.push(decode(item));
-      } catch (err) {
-        if (!(err instanceof ValidationError)) throw err;
-        this.onIllFormed({ pk: item[A.pk]?.S, sk: item[A.sk]?.S }, err);
-      }
-    }
-    return out;
+  listNodes(): Promise<NodeRecord[]> {
+    return this.index.listNodes();
   }
 
-  async acquirePassMarker(instanceArn: string, owner: string, nowMs: number, ttlMs: number): Promise<boolean> {
-    checkArn(instanceArn);
-    checkTimeMs('nowMs', nowMs);
-    checkTimeMs('ttlMs', ttlMs);
-    return guard('take the assignment-pass marker of', instanceArn, async () => {
-      try {
-        await this.api.putItem({
-          TableName: this.table,
-          Item: { ...passKey(instanceArn), [A.passOwner]: str(owner), [A.passUntil]: num(nowMs + ttlMs) },
-          ConditionExpression: `attribute_not_exists(${A.passUntil}) OR ${A.passUntil} < :now OR ${A.passOwner} = :owner`,
-          ExpressionAttributeValues: { ':now': num(nowMs), ':owner': str(owner) },
-        });
-        return true;
-      } catch (err) {
-        if (isConditionalCheckFailed(err)) return false;
-        throw err;
-      }
-    });
+  listNodeRefs(from?: NodeCursor, limit?: number): Promise<NodeRefPage> {
+    return this.index.listNodeRefs(from, limit);
   }
 
-  async releasePassMarker(instanceArn: string, owner: string): Promise<void> {
-    checkArn(instanceArn);
-    await guard('give back the assignment-pass marker of', instanceArn, async () => {
-      try {
-        await this.api.deleteItem({
-          TableName: this.table,
-          Key: passKey(instanceArn),
-          ConditionExpression: `${A.passOwner} = :owner`,
-          ExpressionAttributeValues: { ':owner': str(owner) },
-        });
-      } catch (err) {
-        if (!isConditionalCheckFailed(err)) throw err;
-      }
-    });
+  acquirePassMarker(instanceArn: string, owner: string, nowMs: number, ttlMs: number): Promise<boolean> {
+    return this.pass.acquire(instanceArn, owner, nowMs, ttlMs);
   }
 
-  async listNodes(): Promise<NodeRecord[]> {
-    const arns: string[] = [];
-    let from: NodeCursor | undefined = { shard: 0 };
-    while (from) {
-      const page: NodeRefPage = await this.listNodeRefs(from, 1000);
-      arns.push(...page.refs.map((r) => r.instanceArn));
-      from = page.next;
-    }
-    const nodes: NodeRecord[] = [];
-    let next = 0;
-    const worker = async (): Promise<void> => {
-      while (next < arns.length) {
-        const node = await this.getNodeOrSkip(arns[next++]!);
-        if (node) nodes.push(node);
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(this.putConcurrency, arns.length) }, worker));
-    return nodes.sort((a, b) => a.instanceArn.localeCompare(b.instanceArn));
-  }
-
-  async listNodeRefs(from: NodeCursor = { shard: 0 }, limit = 1000): Promise<NodeRefPage> {
-    if (!Number.isInteger(from.shard) || from.shard < 0 || from.shard > NODE_INDEX.shards)
-      throw new ValidationError(`node cursor shard must be 0..${NODE_INDEX.shards}, got ${from.shard}`);
-    if (from.afterArn !== undefined) checkArn(from.afterArn);
-    if (!Number.isInteger(limit) || limit < 1) throw new ValidationError('limit must be >= 1');
-    return guard('list', 'the node index', async () => {
-      const refs: NodeRef[] = [];
-      const shards = nodeIndexShards();
-      let shard = from.shard;
-      let after = from.afterArn;
-      while (shard < shards.length && refs.length < limit) {
-        const page = await this.api.query({
-          TableName: this.table,
-          IndexName: NODE_INDEX.name,
-          KeyConditionExpression: `${A.nodeShard} = :shard`,
-          ExpressionAttributeValues: { ':shard': str(shards[shard]!) },
-          Limit: limit - refs.length,
-          ...(after ? { ExclusiveStartKey: { ...nodeKey(after), [A.nodeShard]: str(shards[shard]!) } } : {}),
-        });
-        refs.push(...this.decodeAll((page.Items ?? []) as Item[], decodeNodeRef));
-        const last = page.LastEvaluatedKey?.[A.pk]?.S;
-        if (last) {
-          after = last;
-        } else {
-          shard += 1;
-          after = undefined;
-        }
-      }
-      if (shard >= shards.length) return { refs };
-      return { refs, next: after ? { shard, afterArn: after } : { shard } };
-    });
-  }
-
-  private async getNodeOrSkip(instanceArn: string): Promise<NodeRecord | undefined> {
-    try {
-      return await this.getNode(instanceArn);
-    } catch (err) {
-      if (!(err instanceof ValidationError)) throw err;
-      this.onIllFormed({ pk: instanceArn, sk: NODE_SORT_KEY }, err);
-      return undefined;
-    }
+  releasePassMarker(instanceArn: string, owner: string): Promise<void> {
+    return this.pass.release(instanceArn, owner);
   }
 }
