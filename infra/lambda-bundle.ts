@@ -1,8 +1,9 @@
 import type { BuildOptions } from 'esbuild';
+import { sdkSchemaKeys } from './sdk-schema-keys.js';
 
 /**
- * How every Lambda bundle is made, by `npm run build` (dist/lambdas) and by the CDK construct alike, so the
- * bundle measured is the bundle deployed.
+ * How every Lambda bundle is made, by `npm run build` (dist/lambdas) and by the CDK construct alike (through
+ * infra/bundle-lambda.ts), so the bundle measured is the bundle deployed.
  */
 export const LAMBDA_BUNDLE = {
   /** The construct's runtime (FUNCTION_RUNTIME): no syntax lowered for older Node. */
@@ -37,5 +38,6 @@ export function lambdaBuildOptions(entry: string, outfile: string): BuildOptions
     bundle: true,
     platform: 'node',
     banner: { js: banner },
+    plugins: [sdkSchemaKeys],
   };
 }

@@ -1,13 +1,12 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { AssetHashType, DockerImage, type Duration, type RemovalPolicy } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
-import { LAMBDA_BUNDLE } from '../lambda-bundle.js';
 
 /** The project root: where `lambdas/` and package-lock.json live (two levels above this file). */
 export const PROJECT_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -32,7 +31,7 @@ export interface ControlPlaneFunctionProps {
  * log group with a retention, arm64, X-Ray, and an ESM bundle built by the local esbuild — never Docker.
  */
 export class ControlPlaneFunction extends Construct {
-  readonly fn: nodejs.NodejsFunction;
+  readonly fn: lambda.Function;
   readonly role: iam.Role;
   readonly logGroup: logs.LogGroup;
 
@@ -49,12 +48,10 @@ export class ControlPlaneFunction extends Construct {
       description: `vpc-lease ${props.handler}`,
     });
     this.logGroup.grantWrite(this.role);
-    this.fn = new nodejs.NodejsFunction(this, 'Function', {
-      entry,
-      handler: 'handler',
+    this.fn = new lambda.Function(this, 'Function', {
+      code: bundledCode(props.handler),
+      handler: 'index.handler',
       description: props.description,
-      projectRoot: PROJECT_ROOT,
-      depsLockFilePath: join(PROJECT_ROOT, 'package-lock.json'),
       runtime: FUNCTION_RUNTIME,
       architecture: lambda.Architecture.ARM_64,
       memorySize: props.memorySizeMb,
@@ -64,23 +61,31 @@ export class ControlPlaneFunction extends Construct {
       logGroup: this.logGroup,
       loggingFormat: lambda.LoggingFormat.JSON,
       environment: { ...props.environment, NODE_OPTIONS: '--enable-source-maps' },
-      bundling: {
-        forceDockerBundling: false,
-        format: nodejs.OutputFormat.ESM,
-        // Bundle the pinned SDK rather than the runtime's: the code runs against the version it was tested with.
-        externalModules: [],
-        target: LAMBDA_BUNDLE.target,
-        mainFields: [...LAMBDA_BUNDLE.mainFields],
-        minify: LAMBDA_BUNDLE.minify,
-        keepNames: LAMBDA_BUNDLE.keepNames,
-        sourceMap: true,
-        sourceMapMode: nodejs.SourceMapMode.DEFAULT,
-        sourcesContent: LAMBDA_BUNDLE.sourcesContent,
-        banner: LAMBDA_BUNDLE.banner,
-        esbuildArgs: Object.fromEntries(
-          Object.entries(LAMBDA_BUNDLE.alias).map(([from, to]) => [`--alias:${from}`, to]),
-        ),
-      },
     });
   }
+}
+
+/**
+ * The handler's bundle, made by infra/bundle-lambda.ts with the options `npm run build` uses (the SDK plugin
+ * of infra/lambda-bundle.ts included, which NodejsFunction's esbuild command line cannot take). The pinned SDK
+ * is bundled rather than the runtime's: the code runs against the version it was tested with.
+ */
+function bundledCode(handler: HandlerName): lambda.Code {
+  return lambda.Code.fromAsset(join(PROJECT_ROOT, 'lambdas', handler), {
+    assetHashType: AssetHashType.OUTPUT,
+    bundling: {
+      // Never pulled: local bundling always answers, so Docker is not needed.
+      image: DockerImage.fromRegistry('public.ecr.aws/sam/build-nodejs24.x'),
+      local: {
+        tryBundle(outputDir: string): boolean {
+          const script = join(PROJECT_ROOT, 'infra', 'bundle-lambda.ts');
+          execFileSync(process.execPath, ['--import', 'tsx', script, handler, outputDir], {
+            cwd: PROJECT_ROOT,
+            stdio: ['ignore', 'inherit', 'inherit'],
+          });
+          return true;
+        },
+      },
+    },
+  });
 }

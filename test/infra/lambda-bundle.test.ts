@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -20,6 +20,8 @@ describe('Lambda bundle options', () => {
   let bundle: string;
   let sim: Ec2SimulatorServer;
   let subnetId: string;
+  let vpcId: string;
+  let otherVpcId: string;
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'vpc-lease-bundle-'));
@@ -30,8 +32,10 @@ describe('Lambda bundle options', () => {
       logLevel: 'silent',
     });
     sim = await startEc2Simulator({ region: 'eu-west-1', accountId: '123456789012', seed: 3 });
-    const vpc = sim.admin.seedVpc('10.0.0.0/16');
-    subnetId = sim.admin.seedSubnet(vpc.vpcId, '10.0.1.0/24').subnetId;
+    vpcId = sim.admin.seedVpc('10.0.0.0/16').vpcId;
+    otherVpcId = sim.admin.seedVpc('10.1.0.0/16').vpcId;
+    subnetId = sim.admin.seedSubnet(vpcId, '10.0.1.0/24').subnetId;
+    sim.admin.seedSubnet(otherVpcId, '10.1.1.0/24');
   }, 120_000);
 
   afterAll(async () => {
@@ -39,15 +43,23 @@ describe('Lambda bundle options', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  async function probe(credentials: Record<string, string>): Promise<{ subnets?: string[]; error?: string }> {
+  type Subnet = { id: string; cidr: string; free: number };
+  async function probe(credentials: Record<string, string>): Promise<{ subnets?: Subnet[]; error?: string }> {
     const env = { PATH: process.env['PATH'] ?? '', AWS_REGION: 'eu-west-1', AWS_ENDPOINT_URL_EC2: sim.endpoint };
     const { stdout } = await run(process.execPath, [bundle], { env: { ...env, ...credentials }, timeout: 60_000 });
-    return JSON.parse(stdout) as { subnets?: string[]; error?: string };
+    return JSON.parse(stdout) as { subnets?: Subnet[]; error?: string };
   }
 
-  it('signs with the environment credentials and decodes the answer', async () => {
-    const out = await probe({ AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE', AWS_SECRET_ACCESS_KEY: 'secret' });
-    expect(out).toEqual({ subnets: [subnetId] });
+  it('signs with the environment credentials, sends the filter and decodes the answer', async () => {
+    const out = await probe({ AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE', AWS_SECRET_ACCESS_KEY: 'secret', PROBE_VPC_ID: vpcId });
+    // A /24 less AWS's five reserved addresses; the other VPC's subnet is filtered out.
+    expect(out).toEqual({ subnets: [{ id: subnetId, cidr: '10.0.1.0/24', free: 251 }] });
+  });
+
+  it('keeps only the EC2 shapes the code sends: the bundle is under 600 kB', () => {
+    // Without the schema-key rewrite (infra/sdk-schema-keys.ts) every EC2 shape stays: about 930 kB.
+    expect(statSync(bundle).size).toBeLessThan(600_000);
+    expect(readFileSync(bundle, 'utf8')).not.toContain('AcceptAddressTransfer');
   });
 
   it('without them, fails at once with the replacement provider’s message (no profile, SSO or IMDS lookup)', async () => {
