@@ -1,20 +1,24 @@
 /**
- * `tsx infra/bundle-lambda.ts <handler> <outdir>`: one Lambda bundle (index.mjs and its map) made with
- * infra/lambda-bundle.ts. The CDK construct runs it as a child process because asset bundling is synchronous
- * and esbuild plugins run only in its asynchronous API.
+ * `tsx infra/bundle-lambda.ts <outdir> <handler>...`: each handler's Lambda bundle (`<outdir>/<handler>/index.mjs`
+ * and its map), made with infra/lambda-bundle.ts. The CDK construct runs it as a child process because asset
+ * bundling is synchronous and esbuild plugins run only in its asynchronous API.
  */
 import { join } from 'node:path';
 import { build } from 'esbuild';
 import { lambdaBuildOptions } from './lambda-bundle.js';
 
-const [handler, outDir] = process.argv.slice(2);
-if (!handler || !/^[a-z][a-z-]*$/.test(handler) || !outDir) {
-  console.error('usage: bundle-lambda.ts <handler> <outdir>');
+const [outDir, ...handlers] = process.argv.slice(2);
+if (!outDir || handlers.length === 0 || !handlers.every((h) => /^[a-z][a-z-]*$/.test(h))) {
+  console.error('usage: bundle-lambda.ts <outdir> <handler>...');
   process.exit(2);
 }
 const root = join(import.meta.dirname, '..');
-await build({
-  ...lambdaBuildOptions(join(root, 'lambdas', handler, 'handler.ts'), join(outDir, 'index.mjs')),
-  absWorkingDir: root,
-  logLevel: 'warning',
-});
+await Promise.all(
+  handlers.map((handler) =>
+    build({
+      ...lambdaBuildOptions(join(root, 'lambdas', handler, 'handler.ts'), join(outDir, handler, 'index.mjs')),
+      absWorkingDir: root,
+      logLevel: 'warning',
+    }),
+  ),
+);
