@@ -75,6 +75,7 @@ describe('node/deploy/daemonset.yaml, rendered', () => {
       '/var/run/netns': '/var/run/netns HostToContainer',
       '/var/lib/cni/vpc-lease': '/var/lib/cni/vpc-lease None',
       '/var/log/vpc-lease': '/var/log/vpc-lease None',
+      '/run/xtables.lock': '/run/xtables.lock None',
     });
     // The socket's directory is the agent's alone: no other container of this pod mounts it.
     const others = pod.initContainers.flatMap((c) => c.volumeMounts ?? []).map((m) => m.name);

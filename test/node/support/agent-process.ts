@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
+import { argv } from '../../../infra/cross.js';
 import { encodeRequest } from '../../../node/agent/protocol.js';
 import { SHIM_SOURCE_FILE } from '../../../node/installer/install.js';
 
@@ -22,10 +23,21 @@ export interface AgentProcess {
   kill(): Promise<number | null>;
 }
 
-/** Starts `cni agent --socket socket` and resolves once it listens (its "agent listening" line). */
-export function startAgent(cni: string, socket: string, env: Record<string, string>): Promise<AgentProcess> {
+/**
+ * Starts `cni agent --socket socket` and resolves once it listens (its "agent listening" line). `wrap` runs it
+ * through another command (a chroot into an image's root), which must exec it so the pid stays the agent's.
+ */
+export function startAgent(
+  cni: string,
+  socket: string,
+  env: Record<string, string>,
+  wrap: readonly string[] = [],
+): Promise<AgentProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cni, ['agent', '--socket', socket], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(...argv([...wrap, cni, 'agent', '--socket', socket]), {
+      env,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let err = '';
     const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
     const handle: AgentProcess = {
