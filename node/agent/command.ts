@@ -75,7 +75,7 @@ export async function runAgent(
       log,
       ...(iptables ? {} : { refuse: needsIptables }),
     });
-    sidecars = await extensions.start({ env, log });
+    sidecars = await extensions.start({ env, log, health: () => server.health() });
   } catch (err) {
     log.error('agent failed to start', { error: errorMessage(err) });
     return 1;

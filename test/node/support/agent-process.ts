@@ -63,6 +63,35 @@ export function startAgent(
   });
 }
 
+/** The first log line of the agent's with `msg`, parsed, once it is written (or an error when the agent exits). */
+export function loggedLine(agent: AgentProcess, msg: string): Promise<Record<string, unknown>> {
+  const find = () =>
+    agent
+      .stderr()
+      .split('\n')
+      .slice(0, -1) // only whole lines
+      .find((l) => l.includes(`"msg":"${msg}"`));
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      const line = find();
+      if (line === undefined) return false;
+      agent.child.stderr?.off('data', check);
+      resolve(JSON.parse(line) as Record<string, unknown>);
+      return true;
+    };
+    if (check()) return;
+    agent.child.stderr?.on('data', check);
+    void agent.exited.then(() => {
+      if (!check()) reject(new Error(`the agent exited without logging ${msg}: ${agent.stderr()}`));
+    });
+  });
+}
+
+/** The agent's metrics URL, from its "metrics listening" line (written once the socket listens). */
+export async function metricsUrlOf(agent: AgentProcess): Promise<string> {
+  return (await loggedLine(agent, 'metrics listening'))['url'] as string;
+}
+
 /** pids of the processes that wrote the plugin log's `msg` lines for `containerId` (who ran the call). */
 export function loggedPids(logFile: string, msg: string, containerId: string): number[] {
   let text = '';
