@@ -1,5 +1,7 @@
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { detectIptablesMode, IMAGE_IPTABLES_DIR, imageIptables } from '../../node/agent/iptables-mode.js';
+import { installPodConnmark, removePodConnmark, useIptables } from '../../node/datapath/connmark.js';
 import { type AgentProcess, shimBeside, startAgent } from '../node/support/agent-process.js';
 import type { PluginRun } from '../node/support/node-fixture.js';
 import type { CniBenchNode } from './cni-node.js';
@@ -121,6 +123,32 @@ export class AgentBench {
     ].filter((p) => p.phase !== 'total');
     const biggest = all.reduce((a, b) => (b.p50Ms > a.p50Ms ? b : a), { command: '', phase: '', p50Ms: -1 });
     return { add, del, biggest };
+  }
+
+  /**
+   * The pod-side connmark spawn the agent pays in each ADD (install) and DEL (removal), on its own: connmark.ts's
+   * functions with the agent's iptables (the multi binary in the chosen backend) in the bench's pod netns.
+   */
+  async podIptablesMs(netns: string, runs = 10): Promise<{ install: number; remove: number; backend: string }> {
+    const { mode } = await detectIptablesMode(IMAGE_IPTABLES_DIR);
+    useIptables(imageIptables(IMAGE_IPTABLES_DIR, mode));
+    const fd = openSync(netns, 'r');
+    const install: number[] = [];
+    const remove: number[] = [];
+    try {
+      for (let i = 0; i < runs; i++) {
+        let start = process.hrtime.bigint();
+        installPodConnmark(fd, 'vh-benchipt');
+        install.push(elapsedMs(start));
+        start = process.hrtime.bigint();
+        removePodConnmark(fd, 'vh-benchipt');
+        remove.push(elapsedMs(start));
+      }
+    } finally {
+      closeSync(fd);
+      useIptables(undefined);
+    }
+    return { install: summarize(install).p50Ms, remove: summarize(remove).p50Ms, backend: mode };
   }
 
   figures(): Record<string, unknown> {
