@@ -9,7 +9,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ARCH_INFO, type Arch } from '../cross.js';
@@ -125,7 +125,7 @@ export function iptablesDebs(arch: Arch): string[] {
     mkdirSync(join(cache, 'lists', 'partial'), { recursive: true });
     if (!existsSync(join(cache, 'lists', 'updated'))) {
       apt(cache, ['update']);
-      execFileSync('touch', [join(cache, 'lists', 'updated')]);
+      writeFileSync(join(cache, 'lists', 'updated'), '');
     }
     const work = `${debs}.${process.pid}.tmp`;
     mkdirSync(work, { recursive: true });
