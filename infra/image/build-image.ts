@@ -14,6 +14,7 @@ import { SHIM_SOURCE_FILE } from '../../node/installer/install.js';
 import { SEA_NATIVE_FILES } from '../../node/launcher/layout.js';
 import { buildSea, seaDistDir } from '../build.js';
 import { ARCH_INFO, type Arch, hostArch, sharedLibraries } from '../cross.js';
+import { iptablesFiles } from './iptables.js';
 import { type OciIndex, ociImage, ociImageIndex, type TarEntry } from './oci.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -28,8 +29,11 @@ export function imageName(): string {
   return `vpc-lease/vpc-lease-cni:${version}`;
 }
 
-/** One image's layer: the `arch` executable in `dir`, its natives, and the shared libraries they load. */
-export function installerFiles(dir: string, arch: Arch): TarEntry[] {
+/**
+ * One image's layer: the `arch` executable in `dir`, its natives, and the shared libraries they load; with
+ * `iptables` (the default) Debian's iptables for the agent's connmark rules (infra/image/iptables.ts).
+ */
+export function installerFiles(dir: string, arch: Arch, iptables = true): TarEntry[] {
   const app = ['vpc-lease-cni', ...SEA_NATIVE_FILES].map((f) => join(dir, f));
   // The shim is static (infra/shim.ts): the installer copies it to the bin dir; it loads no library.
   const shim = join(dir, SHIM_SOURCE_FILE);
@@ -42,6 +46,7 @@ export function installerFiles(dir: string, arch: Arch): TarEntry[] {
   const libs = new Map(app.flatMap((f) => sharedLibraries(f, arch)).map((l) => [l.imagePath, l.file]));
   for (const [path, file] of [...libs].sort(([a], [b]) => (a < b ? -1 : 1)))
     files.push({ path: path.slice(1), data: readFileSync(file), mode: 0o755 });
+  if (iptables) files.push(...iptablesFiles(arch));
   return files;
 }
 
@@ -50,6 +55,8 @@ export interface InstallerImageOptions {
   readonly gzipLevel?: number;
   /** The CPUs in the index (default this machine's only), each from seaDistDir(arch, distDir). */
   readonly arches?: readonly Arch[];
+  /** Without iptables the agent leaves host-veth calls to the plugin on the host (tests of that path). */
+  readonly iptables?: boolean;
 }
 
 /** The installer image: its archive, its digest, and each platform's manifest. */
@@ -68,7 +75,7 @@ export function installerImage(distDir: string, options: InstallerImageOptions =
     const { oci, variant } = ARCH_INFO[arch];
     return {
       platform: { os: 'linux', architecture: oci, ...(variant ? { variant } : {}) } as const,
-      files: installerFiles(seaDistDir(arch, distDir), arch),
+      files: installerFiles(seaDistDir(arch, distDir), arch, options.iptables ?? true),
       entrypoint: [`/${IMAGE_APP_DIR}/vpc-lease-cni`, 'install'],
       labels: { 'org.opencontainers.image.title': 'vpc-lease-cni installer' },
     };

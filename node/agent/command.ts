@@ -1,20 +1,18 @@
-import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { errorMessage } from '../../shared/errors.js';
-import { createLogger } from '../../shared/log.js';
+import { createLogger, type Logger } from '../../shared/log.js';
+import { useIptables } from '../datapath/connmark.js';
 import { loadNetnsAddon } from '../datapath/native.js';
+import { detectIptablesMode, hasImageIptables, IMAGE_IPTABLES_DIR, imageIptables } from './iptables-mode.js';
 import { type AgentExtensions, type AgentSidecar, NO_EXTENSIONS } from './observer.js';
 import { AGENT_SOCKET_PATH, type AgentRequest } from './protocol.js';
 import { AgentServer } from './server.js';
 import { WarmDeps } from './warm-deps.js';
 
-/** Where the plugin looks for iptables (node/datapath/connmark.ts). */
-const IPTABLES_DIRS = ['/usr/sbin', '/sbin', '/usr/bin', '/bin'];
-
 /**
  * A call that spawns iptables: ADD, DEL and CHECK with the host veth (the default), whose connmark rules it sets,
- * removes or reads. An agent whose filesystem has no iptables (the image carries none yet) refuses those, and the
- * shim runs the plugin on the host, which has it.
+ * removes or reads. An agent whose image has no iptables (one built without it) refuses those, and the shim runs
+ * the plugin on the host, which has it.
  */
 export function needsIptables(request: AgentRequest): boolean {
   if (!['ADD', 'DEL', 'CHECK'].includes(request.env['CNI_COMMAND'] ?? '')) return false;
@@ -23,6 +21,22 @@ export function needsIptables(request: AgentRequest): boolean {
   } catch {
     return false; // the plugin's own decode error answers it
   }
+}
+
+/**
+ * Points connmark.ts at the image's iptables in the host's backend (iptables-mode.ts); false when the image has
+ * none. `VPC_LEASE_IPTABLES_DIR` (the agent's own environment, never a request's) moves where it looks: tests.
+ */
+async function chooseIptables(env: NodeJS.ProcessEnv, log: Logger): Promise<boolean> {
+  const dir = env['VPC_LEASE_IPTABLES_DIR'] ?? IMAGE_IPTABLES_DIR;
+  if (!hasImageIptables(dir)) {
+    log.warn('no iptables here: calls with the host veth are left to the plugin on the host', { dir });
+    return false;
+  }
+  const { mode, reason } = await detectIptablesMode(dir);
+  useIptables(imageIptables(dir, mode));
+  log.info('iptables backend chosen', { mode, reason, dir });
+  return true;
 }
 
 /** Inside the DaemonSet's terminationGracePeriodSeconds (30 s), leaving time to exit. */
@@ -53,8 +67,7 @@ export async function runAgent(
   let server: AgentServer;
   let sidecars: readonly AgentSidecar[] = [];
   try {
-    const iptables = IPTABLES_DIRS.some((dir) => existsSync(`${dir}/iptables-restore`));
-    if (!iptables) log.warn('no iptables here: calls with the host veth are left to the plugin on the host');
+    const iptables = await chooseIptables(env, log);
     server = await AgentServer.start({
       socketPath,
       deps,
@@ -62,7 +75,7 @@ export async function runAgent(
       log,
       ...(iptables ? {} : { refuse: needsIptables }),
     });
-    sidecars = await extensions.start({ env, log });
+    sidecars = await extensions.start({ env, log, health: () => server.health() });
   } catch (err) {
     log.error('agent failed to start', { error: errorMessage(err) });
     return 1;

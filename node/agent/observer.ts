@@ -25,6 +25,12 @@ export interface AgentObserver {
 
 export const NO_OBSERVER: AgentObserver = { commandFinished: () => undefined };
 
+/** Whether the agent serves its socket: what the DaemonSet's probes ask (node/metrics/server.ts, /healthz). */
+export interface AgentHealth {
+  readonly ok: boolean;
+  readonly reason: string;
+}
+
 /** Something the agent runs beside its socket (the metrics HTTP server) and stops on shutdown. */
 export interface AgentSidecar {
   close(): Promise<void>;
@@ -36,9 +42,13 @@ export interface AgentExtensions {
   readonly depsHooks?: WarmDepsHooks;
   /**
    * Called once the socket listens: the place to start an HTTP server (metrics). `env` is the agent's own
-   * environment; the returned sidecars are closed when the agent stops.
+   * environment; `health` checks the socket; the returned sidecars are closed when the agent stops.
    */
-  start(context: { readonly env: NodeJS.ProcessEnv; readonly log: Logger }): Promise<readonly AgentSidecar[]>;
+  start(context: {
+    readonly env: NodeJS.ProcessEnv;
+    readonly log: Logger;
+    readonly health: () => Promise<AgentHealth>;
+  }): Promise<readonly AgentSidecar[]>;
 }
 
 export const NO_EXTENSIONS: AgentExtensions = { observer: NO_OBSERVER, start: async () => [] };

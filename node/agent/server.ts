@@ -1,11 +1,11 @@
 import { chmodSync, lstatSync, mkdirSync, renameSync, statSync, unlinkSync } from 'node:fs';
-import { createServer, type Server, type Socket } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
 import { errorMessage } from '../../shared/errors.js';
 import type { Logger } from '../../shared/log.js';
 import { runSkel } from '../cni/skel.js';
 import { pluginHandlers } from '../plugin/handlers.js';
-import type { AgentObserver } from './observer.js';
+import type { AgentHealth, AgentObserver } from './observer.js';
 import { ACCEPTED, type AgentRequest, decodeRequest, encodeAnswer, MAX_FRAME_BYTES, REFUSED } from './protocol.js';
 import type { WarmDeps } from './warm-deps.js';
 
@@ -14,6 +14,8 @@ const REQUEST_READ_TIMEOUT_MS = 5_000;
 /** Only root may connect: the socket and its directory admit no one else (node/README.md, "Agent"). */
 const SOCKET_MODE = 0o600;
 const DIR_MODE = 0o700;
+/** Below the probe's own timeout (daemonset.yaml, timeoutSeconds 5), so a refusal is told apart from a stall. */
+const HEALTH_CONNECT_TIMEOUT_MS = 2_000;
 
 export class AgentSocketError extends Error {}
 
@@ -94,6 +96,30 @@ export class AgentServer {
     return agent;
   }
 
+  /**
+   * Serving means: not draining, the server listening, and the path the shims use accepting a connection (a
+   * client's connect, closed at once). A socket file someone removed, or a closed server, fails it; a stalled event
+   * loop never answers the probe at all, which the kubelet counts as a failure too. A newer agent's socket at the
+   * path (a surge rollout) passes: shims are served, and this pod is about to be deleted anyway.
+   */
+  async health(): Promise<AgentHealth> {
+    if (this.draining) return { ok: false, reason: 'draining' };
+    if (!this.server.listening) return { ok: false, reason: 'the socket server is closed' };
+    const error = await new Promise<string | undefined>((resolve) => {
+      const probe = connect(this.options.socketPath, () => {
+        probe.destroy();
+        resolve(undefined);
+      });
+      probe.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+      probe.setTimeout(HEALTH_CONNECT_TIMEOUT_MS, () => {
+        probe.destroy();
+        resolve('connect timed out');
+      });
+    });
+    if (error) return { ok: false, reason: `cannot connect to ${this.options.socketPath}: ${error}` };
+    return { ok: true, reason: 'serving' };
+  }
+
   get inFlight(): number {
     return this.running.size;
   }
@@ -109,6 +135,7 @@ export class AgentServer {
     const chunks: Buffer[] = [];
     let bytes = 0;
     const timer = setTimeout(() => socket.destroy(), REQUEST_READ_TIMEOUT_MS);
+    socket.once('close', () => clearTimeout(timer));
     const onData = (chunk: Buffer) => {
       chunks.push(chunk);
       bytes += chunk.length;

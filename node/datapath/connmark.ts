@@ -48,16 +48,33 @@ const SAFE_PATH = '/usr/sbin:/usr/bin:/sbin:/bin';
 
 export class IptablesError extends VpcLeaseError {}
 
-function iptablesBinary(name: 'iptables' | 'iptables-restore'): string {
+/**
+ * The argv prefixes that run iptables and iptables-restore. The plugin uses the host's (whichever backend the
+ * host's alternatives select); the agent sets its image's multi binary in the host's backend (useIptables).
+ */
+export interface IptablesCommands {
+  readonly iptables: readonly string[];
+  readonly restore: readonly string[];
+}
+let chosen: IptablesCommands | undefined;
+
+/** Set once at agent start; undefined returns to the host's binaries. */
+export function useIptables(commands: IptablesCommands | undefined): void {
+  chosen = commands;
+}
+
+function iptablesCommand(name: 'iptables' | 'iptables-restore'): readonly string[] {
+  if (chosen) return name === 'iptables' ? chosen.iptables : chosen.restore;
   for (const dir of ['/usr/sbin', '/sbin', '/usr/bin', '/bin']) {
     const path = `${dir}/${name}`;
-    if (existsSync(path)) return path;
+    if (existsSync(path)) return [path];
   }
   throw new IptablesError(`${name} is not installed (needed for the NodePort connmark rules)`);
 }
 
-function run(file: string, args: readonly string[], input?: string): { status: number; stderr: string } {
-  const out = spawnSync(file, args, {
+function run(command: readonly string[], args: readonly string[], input?: string): { status: number; stderr: string } {
+  const [file, ...first] = command as [string, ...string[]];
+  const out = spawnSync(file, [...first, ...args], {
     input,
     encoding: 'utf8',
     timeout: SPAWN_TIMEOUT_MS,
@@ -80,7 +97,7 @@ function podRules(podVeth: string): string[] {
 /** Installs the pod-side mark rules (one iptables-restore, no flush of anything else). */
 export function installPodConnmark(podNsFd: number, podVeth: string): void {
   const input = ['*mangle', ...podRules(podVeth).map((r) => `-A ${r}`), 'COMMIT', ''].join('\n');
-  const res = inNetns(podNsFd, () => run(iptablesBinary('iptables-restore'), ['-w', '5', '--noflush'], input));
+  const res = inNetns(podNsFd, () => run(iptablesCommand('iptables-restore'), ['-w', '5', '--noflush'], input));
   if (res.status !== 0) throw new IptablesError(`failed to install the pod connmark rules: ${res.stderr.trim()}`);
 }
 
@@ -89,11 +106,11 @@ export function removePodConnmark(podNsFd: number, podVeth: string): 'removed' |
   const rules = podRules(podVeth);
   const input = ['*mangle', ...rules.map((r) => `-D ${r}`), 'COMMIT', ''].join('\n');
   return inNetns(podNsFd, () => {
-    if (run(iptablesBinary('iptables-restore'), ['-w', '5', '--noflush'], input).status === 0) return 'removed';
+    if (run(iptablesCommand('iptables-restore'), ['-w', '5', '--noflush'], input).status === 0) return 'removed';
     // Some rule was missing (the whole restore is refused then): delete what is there one by one.
     let removed = false;
     for (const rule of rules) {
-      const res = run(iptablesBinary('iptables'), ['-w', '5', '-t', 'mangle', '-D', ...rule.split(' ')]);
+      const res = run(iptablesCommand('iptables'), ['-w', '5', '-t', 'mangle', '-D', ...rule.split(' ')]);
       removed ||= res.status === 0;
     }
     return removed ? 'removed' : 'absent';
@@ -112,9 +129,9 @@ export function startRemovePodConnmark(
   reopen: () => number | undefined,
 ): Promise<'removed' | 'absent'> {
   const input = ['*mangle', ...podRules(podVeth).map((r) => `-D ${r}`), 'COMMIT', ''].join('\n');
-  const file = iptablesBinary('iptables-restore');
+  const [file, ...first] = iptablesCommand('iptables-restore') as [string, ...string[]];
   const child = inNetns(podNsFd, () =>
-    spawn(file, ['-w', '5', '--noflush'], { stdio: ['pipe', 'ignore', 'ignore'], env: { PATH: SAFE_PATH } }),
+    spawn(file, [...first, '-w', '5', '--noflush'], { stdio: ['pipe', 'ignore', 'ignore'], env: { PATH: SAFE_PATH } }),
   );
   child.stdin?.on('error', () => undefined); // a child that failed to start reports through 'error' below
   child.stdin?.end(input);
@@ -138,7 +155,8 @@ export function startRemovePodConnmark(
 /** Lists the mangle rules of a namespace as iptables-save prints them (CHECK and tests). */
 export function mangleRules(podNsFd?: number): string[] {
   const read = (): string[] => {
-    const out = spawnSync(iptablesBinary('iptables'), ['-w', '5', '-t', 'mangle', '-S'], {
+    const [file, ...first] = iptablesCommand('iptables') as [string, ...string[]];
+    const out = spawnSync(file, [...first, '-w', '5', '-t', 'mangle', '-S'], {
       encoding: 'utf8',
       timeout: SPAWN_TIMEOUT_MS,
       env: { PATH: SAFE_PATH },
@@ -209,7 +227,7 @@ export async function ensureHostConnmark(
   const hex = `0x${CONNMARK.toString(16)}`;
   const mark = `${hex}/${hex}`;
   const has = (table: string, chain: string, target: string): boolean =>
-    run(iptablesBinary('iptables'), ['-w', '5', '-t', table, '-C', chain, '-j', target]).status === 0;
+    run(iptablesCommand('iptables'), ['-w', '5', '-t', table, '-C', chain, '-j', target]).status === 0;
   const input = [
     '*mangle',
     // Declaring a user chain in a --noflush restore creates it or empties it: rerunning never appends twice.
@@ -232,7 +250,7 @@ export async function ensureHostConnmark(
     'COMMIT',
     '',
   ].join('\n');
-  const res = run(iptablesBinary('iptables-restore'), ['-w', '5', '--noflush'], input);
+  const res = run(iptablesCommand('iptables-restore'), ['-w', '5', '--noflush'], input);
   if (res.status !== 0) throw new IptablesError(`failed to install the host connmark rules: ${res.stderr.trim()}`);
   try {
     await host.newRule(

@@ -15,7 +15,7 @@ const DEFAULT_DATA_DIR = parseNetconf({ cniVersion: '1.0.0', name: 'vpc-lease', 
 
 /**
  * The agent's metrics: its observer counts and times each command, its hooks time store requests, count
- * credential refreshes and find the node's leases, and its sidecar serves /metrics where
+ * credential refreshes and find the node's leases, and its sidecar serves /metrics (and /healthz) where
  * VPC_LEASE_METRICS_ADDRESS says (loopback:61680 by default; `off` serves nothing).
  */
 export function agentMetrics(
@@ -45,11 +45,11 @@ export function agentMetrics(
         metrics.setFallbackDataDir(config.dataDir);
       },
     },
-    async start({ env, log }) {
+    async start({ env, log, health }) {
       try {
         const listen = metricsListenFromEnv(env);
         if (!listen) return [];
-        const server = await startMetricsServer(metrics.registry, listen);
+        const server = await startMetricsServer(metrics.registry, listen, health);
         log.info('metrics listening', { url: server.url });
         return [server];
       } catch (err) {

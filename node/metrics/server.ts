@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { errorMessage, ValidationError } from '../../shared/errors.js';
+import type { AgentHealth } from '../agent/observer.js';
 import { EXPOSITION_CONTENT_TYPE, renderExposition } from './exposition.js';
 import type { Registry } from './registry.js';
 
@@ -37,10 +38,23 @@ export interface MetricsServer {
   close(): Promise<void>;
 }
 
-/** Serves GET /metrics from the registry; anything else is 404 or 405. */
-export async function startMetricsServer(registry: Registry, listen: MetricsListen): Promise<MetricsServer> {
+/** The DaemonSet's liveness and readiness probes (httpGet): 200 while the agent serves its socket, else 503. */
+export const HEALTH_PATH = '/healthz';
+
+/** Serves GET /metrics from the registry, and /healthz from `health` when given; anything else is 404 or 405. */
+export async function startMetricsServer(
+  registry: Registry,
+  listen: MetricsListen,
+  health?: () => Promise<AgentHealth>,
+): Promise<MetricsServer> {
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
+    if (path === HEALTH_PATH && health) {
+      void health().then(({ ok, reason }) =>
+        res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(`${reason}\n`),
+      );
+      return;
+    }
     if (path !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('only /metrics is served here\n');
       return;

@@ -1,11 +1,14 @@
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { detectIptablesMode, IMAGE_IPTABLES_DIR, imageIptables } from '../../node/agent/iptables-mode.js';
+import { installPodConnmark, removePodConnmark, useIptables } from '../../node/datapath/connmark.js';
 import { type AgentProcess, shimBeside, startAgent } from '../node/support/agent-process.js';
 import type { PluginRun } from '../node/support/node-fixture.js';
 import type { CniBenchNode } from './cni-node.js';
 import { expectOk } from './cni-node.js';
 import { childrenCpuMs } from './cpu.js';
 import { execPlugin } from './exec.js';
+import { phaseStepMediansMs } from './plugin-log.js';
 import { elapsedMs, round, summarize } from './stats.js';
 
 const CLOCK_TICKS_PER_S = 100; // USER_HZ
@@ -102,7 +105,54 @@ export class AgentBench {
     return { agent: round(agent), fallback: round((childrenCpuMs() - fbBefore) / pods) };
   }
 
+  /**
+   * Where a call through the agent spends its time: the agent's own phase marks for ADD and DEL (each step's
+   * median, from the log lines the agent's pid wrote), and `outsideHandler` — the call's p50 latency less the
+   * handler's median total: the shim's start, the socket, the JSON and the lock wait before the first mark.
+   */
+  phases(): { add: Record<string, number>; del: Record<string, number>; biggest: Record<string, unknown> } {
+    const of = (message: string, latency: number[]) => {
+      const steps = phaseStepMediansMs(this.node.fixture.logFile, message, this.agent.pid);
+      return { ...steps, outsideHandler: round(summarize(latency).p50Ms - (steps['total'] ?? 0)) };
+    };
+    const add = of('added', this.samples.agentAdd);
+    const del = of('deleted', this.samples.agentDel);
+    const all = [
+      ...Object.entries(add).map(([phase, ms]) => ({ command: 'ADD', phase, p50Ms: ms })),
+      ...Object.entries(del).map(([phase, ms]) => ({ command: 'DEL', phase, p50Ms: ms })),
+    ].filter((p) => p.phase !== 'total');
+    const biggest = all.reduce((a, b) => (b.p50Ms > a.p50Ms ? b : a), { command: '', phase: '', p50Ms: -1 });
+    return { add, del, biggest };
+  }
+
+  /**
+   * The pod-side connmark spawn the agent pays in each ADD (install) and DEL (removal), on its own: connmark.ts's
+   * functions with the agent's iptables (the multi binary in the chosen backend) in the bench's pod netns.
+   */
+  async podIptablesMs(netns: string, runs = 10): Promise<{ install: number; remove: number; backend: string }> {
+    const { mode } = await detectIptablesMode(IMAGE_IPTABLES_DIR);
+    useIptables(imageIptables(IMAGE_IPTABLES_DIR, mode));
+    const fd = openSync(netns, 'r');
+    const install: number[] = [];
+    const remove: number[] = [];
+    try {
+      for (let i = 0; i < runs; i++) {
+        let start = process.hrtime.bigint();
+        installPodConnmark(fd, 'vh-benchipt');
+        install.push(elapsedMs(start));
+        start = process.hrtime.bigint();
+        removePodConnmark(fd, 'vh-benchipt');
+        remove.push(elapsedMs(start));
+      }
+    } finally {
+      closeSync(fd);
+      useIptables(undefined);
+    }
+    return { install: summarize(install).p50Ms, remove: summarize(remove).p50Ms, backend: mode };
+  }
+
   figures(): Record<string, unknown> {
+    const phases = this.phases();
     return {
       latencyMs: {
         agentAdd: summarize(this.samples.agentAdd),
@@ -110,6 +160,9 @@ export class AgentBench {
         fallbackAdd: summarize(this.samples.fbAdd),
         fallbackDel: summarize(this.samples.fbDel),
       },
+      agentAddPhasesMs: phases.add,
+      agentDelPhasesMs: phases.del,
+      agentBiggestRemainingCost: phases.biggest,
       agentPeakRssKib: peakRssKibOf(this.agent.pid),
       shimBytes: statSync(this.shim).size,
       shimKib: round(statSync(this.shim).size / 1024),

@@ -192,7 +192,10 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
     };
 
     const agentCpu = await agentBench.cpuMsPerPod(netns, ours, cpuPods);
-    const shimPaths = agentBench.figures();
+    const shimPaths: Record<string, unknown> = {
+      ...agentBench.figures(),
+      podIptablesP50Ms: await agentBench.podIptablesMs(netns),
+    };
     const agentLatency = shimPaths['latencyMs'] as Record<string, { p50Ms: number }>;
 
     // Counted pass: every request the plugin sends to DynamoDB, IMDS and (never) EC2, per command.

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { IMAGE_ARCHES } from '../../infra/image/build-image.js';
 import { DAEMONSET_FILE, IMAGE_PLACEHOLDER, renderDaemonSet } from '../../infra/image/render-daemonset.js';
+import { DEFAULT_METRICS_HOST, DEFAULT_METRICS_PORT, HEALTH_PATH } from '../../node/metrics/server.js';
 import { type K8sObject, parseManifest } from './support/manifest.js';
 
 const manifest = readFileSync(DAEMONSET_FILE, 'utf8');
@@ -13,6 +14,8 @@ interface Container {
   command?: string[];
   securityContext?: Record<string, unknown>;
   volumeMounts?: { name: string; mountPath: string; mountPropagation?: string }[];
+  livenessProbe?: { httpGet?: { host: string; port: number; path: string } };
+  readinessProbe?: { httpGet?: { host: string; port: number; path: string } };
 }
 interface PodSpec {
   hostNetwork?: boolean;
@@ -75,10 +78,20 @@ describe('node/deploy/daemonset.yaml, rendered', () => {
       '/var/run/netns': '/var/run/netns HostToContainer',
       '/var/lib/cni/vpc-lease': '/var/lib/cni/vpc-lease None',
       '/var/log/vpc-lease': '/var/log/vpc-lease None',
+      '/run/xtables.lock': '/run/xtables.lock None',
     });
     // The socket's directory is the agent's alone: no other container of this pod mounts it.
     const others = pod.initContainers.flatMap((c) => c.volumeMounts ?? []).map((m) => m.name);
     expect(others).not.toContain('agent-run');
+  });
+
+  it('probes the agent’s socket through its metrics listener’s /healthz, liveness and readiness', () => {
+    const agent = pod.containers.find((c) => c.name === 'agent')!;
+    const want = { host: DEFAULT_METRICS_HOST, port: DEFAULT_METRICS_PORT, path: HEALTH_PATH };
+    expect(agent.livenessProbe?.httpGet).toEqual(want);
+    expect(agent.readinessProbe?.httpGet).toEqual(want);
+    // The agent's environment leaves the metrics listener where the probes look.
+    expect(JSON.stringify(agent)).not.toContain('VPC_LEASE_METRICS_ADDRESS');
   });
 
   it('is node-critical, on Linux nodes only, and tolerates every taint', () => {

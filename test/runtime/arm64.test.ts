@@ -145,6 +145,21 @@ describe.skipIf(skip)('the arm64 single executable, under qemu-user', () => {
       );
       expect(r.code, r.stderr).toBe(0);
       expect(r.json).toMatchObject({ cniVersion: '1.1.0' });
+      // The agent's iptables (both backends) from the same root: arm64 binaries, libraries and all.
+      for (const [multi, backend] of [
+        ['xtables-nft-multi', 'nf_tables'],
+        ['xtables-legacy-multi', 'legacy'],
+      ] as const) {
+        const ipt = await runPluginProcess(
+          '/usr/sbin/chroot',
+          [rootfs, '/qemu', `/usr/sbin/${multi}`, 'iptables-restore', '--version'],
+          {},
+          '',
+        );
+        expect(ipt.code, ipt.stderr).toBe(0);
+        expect(ipt.stdout).toContain(`v1.8.9 (${backend})`);
+      }
+      expect(elfMachine(readFileSync(join(rootfs, 'usr/sbin/xtables-nft-multi')))).toBe(ARCH_INFO.arm64.elfMachine);
       // The control: without the libraries the layer carries, the same root cannot run it.
       rmSync(join(rootfs, 'lib', ARCH_INFO.arm64.triplet, 'libstdc++.so.6'));
       const without = await runPluginProcess(

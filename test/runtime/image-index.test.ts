@@ -53,7 +53,7 @@ describe.skipIf(skip)('the installer image index for linux/amd64 and linux/arm64
     }
   });
 
-  it("puts in each platform's layer an executable and natives of that platform's CPU", () => {
+  it("puts in each platform's layer an executable, natives and iptables of that platform's CPU", () => {
     const index = json(image.digest);
     for (const [i, arch] of IMAGE_ARCHES.entries()) {
       const m = index.manifests[i];
@@ -65,11 +65,16 @@ describe.skipIf(skip)('the installer image index for linux/amd64 and linux/arm64
       });
       const out = join(work, `layer-${arch}`);
       mkdirSync(out);
-      execFileSync('tar', ['-xzf', layerFile, '-C', out, 'app']);
-      for (const f of ['vpc-lease-cni', 'netlink.node', 'vpc_lease_netns.node'])
-        expect([arch, f, elfMachine(head(join(out, 'app', f)))]).toEqual([arch, f, ARCH_INFO[arch].elfMachine]);
+      execFileSync('tar', ['-xzf', layerFile, '-C', out, 'app', 'usr/sbin']);
+      for (const f of [
+        'app/vpc-lease-cni',
+        'app/netlink.node',
+        'app/vpc_lease_netns.node',
+        'usr/sbin/xtables-nft-multi',
+      ])
+        expect([arch, f, elfMachine(head(join(out, f)))]).toEqual([arch, f, ARCH_INFO[arch].elfMachine]);
     }
-  });
+  }, 180_000);
 
   describe.skipIf(containerdMissing())("in Debian's containerd", () => {
     let containerd: PrivateContainerd;

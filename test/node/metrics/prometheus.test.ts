@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fallbackRecordsPath } from '../../../node/metrics/fallback-records.js';
 import { missing } from '../../support/capabilities.js';
 import { type PrometheusHandle, startPrometheus } from '../../support/prometheus.js';
-import { type AgentProcess, shimBeside, startAgent } from '../support/agent-process.js';
+import { type AgentProcess, metricsUrlOf, shimBeside, startAgent } from '../support/agent-process.js';
 import { NodeFixture } from '../support/node-fixture.js';
 
 const skip = missing('root', 'netns', 'prometheus');
@@ -18,16 +18,6 @@ async function until(condition: () => boolean, what: string, timeoutMs = 30_000)
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-}
-
-/** The agent's metrics URL, from its "metrics listening" log line (written once the socket listens). */
-async function metricsUrl(agent: AgentProcess): Promise<string> {
-  await until(() => agent.stderr().includes('"metrics listening"') || agent.child.exitCode !== null, 'metrics');
-  for (const line of agent.stderr().split('\n')) {
-    if (!line.includes('"metrics listening"')) continue;
-    return (JSON.parse(line) as { url: string }).url;
-  }
-  throw new Error(`the agent logged no metrics URL: ${agent.stderr()}`);
 }
 
 /**
@@ -63,7 +53,7 @@ describe.skipIf(skip)('Prometheus scrapes the node agent', () => {
       VPC_LEASE_METRICS_ADDRESS: '127.0.0.1:0',
       VPC_LEASE_METRICS_LEASES_MAX_AGE_S: '1',
     });
-    url = await metricsUrl(agent);
+    url = await metricsUrlOf(agent);
     prometheus = await startPrometheus([{ job: 'vpc-lease-agent', url }]);
 
     const shim = shimBeside(fixture.cni);

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
+import { argv } from '../../../infra/cross.js';
 import { encodeRequest } from '../../../node/agent/protocol.js';
 import { SHIM_SOURCE_FILE } from '../../../node/installer/install.js';
 
@@ -22,10 +23,21 @@ export interface AgentProcess {
   kill(): Promise<number | null>;
 }
 
-/** Starts `cni agent --socket socket` and resolves once it listens (its "agent listening" line). */
-export function startAgent(cni: string, socket: string, env: Record<string, string>): Promise<AgentProcess> {
+/**
+ * Starts `cni agent --socket socket` and resolves once it listens (its "agent listening" line). `wrap` runs it
+ * through another command (a chroot into an image's root), which must exec it so the pid stays the agent's.
+ */
+export function startAgent(
+  cni: string,
+  socket: string,
+  env: Record<string, string>,
+  wrap: readonly string[] = [],
+): Promise<AgentProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cni, ['agent', '--socket', socket], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(...argv([...wrap, cni, 'agent', '--socket', socket]), {
+      env,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let err = '';
     const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
     const handle: AgentProcess = {
@@ -49,6 +61,35 @@ export function startAgent(cni: string, socket: string, env: Record<string, stri
     child.once('error', reject);
     void exited.then((code) => reject(new Error(`the agent exited (${code}) before listening: ${err}`)));
   });
+}
+
+/** The first log line of the agent's with `msg`, parsed, once it is written (or an error when the agent exits). */
+export function loggedLine(agent: AgentProcess, msg: string): Promise<Record<string, unknown>> {
+  const find = () =>
+    agent
+      .stderr()
+      .split('\n')
+      .slice(0, -1) // only whole lines
+      .find((l) => l.includes(`"msg":"${msg}"`));
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      const line = find();
+      if (line === undefined) return false;
+      agent.child.stderr?.off('data', check);
+      resolve(JSON.parse(line) as Record<string, unknown>);
+      return true;
+    };
+    if (check()) return;
+    agent.child.stderr?.on('data', check);
+    void agent.exited.then(() => {
+      if (!check()) reject(new Error(`the agent exited without logging ${msg}: ${agent.stderr()}`));
+    });
+  });
+}
+
+/** The agent's metrics URL, from its "metrics listening" line (written once the socket listens). */
+export async function metricsUrlOf(agent: AgentProcess): Promise<string> {
+  return (await loggedLine(agent, 'metrics listening'))['url'] as string;
 }
 
 /** pids of the processes that wrote the plugin log's `msg` lines for `containerId` (who ran the call). */
