@@ -13,7 +13,7 @@ export interface Observer {
  * The chaos harness's own reads of the table (node phases while it waits, the facts it checks and writes to a
  * trail) go to dynalite directly, past the proxy that throttles the control plane's DynamoDB requests: those
  * faults are aimed at the system under test. Read through the proxy, a throttled read that outlasts the SDK's
- * three attempts ends the schedule as a failure of the harness itself; the harness polls every 25 ms while a
+ * four attempts ends the schedule as a failure of the harness itself; the harness polls every 25 ms while a
  * hook-less fleet provisions, and a loaded machine stretches that window, so such a read becomes likely.
  */
 export function observerOf(c: ControlPlaneCloud): Observer {
