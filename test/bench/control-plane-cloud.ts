@@ -153,6 +153,8 @@ export class ControlPlaneCloud {
       maximumConcurrency: options.maxConcurrency ?? 20,
       reportBatchItemFailures: true,
       functionTimeoutS: options.functionTimeoutS ?? 40,
+      // Chaos runs a 900 s function timeout against the 240 s visibility timeout: CPU work is not scaled.
+      holdWhileRunning: true,
     });
   }
 

@@ -1,17 +1,22 @@
 import { HOOKLESS_LAUNCH_PATTERN } from '../../infra/local/events/lifecycle-rules.js';
+import type { LeaseStore } from '../../shared/lease-store/port.js';
 import { clusterTagKey } from '../../shared/lifecycle/hookless.js';
 import type { ControlPlaneCloud } from '../bench/control-plane-cloud.js';
 
 /**
  * A chaos schedule's nodes without Auto Scaling: instances started with the cluster tag, as Karpenter or a
  * fleet starts them, plus one stranger without the tag that must never get a node item or an ENI. Launches
- * go through the simulator's own API: the launcher is not under test, the control plane is.
+ * go through the simulator's own API: the launcher is not under test, the control plane is. Node phases are
+ * read through `observer` (observer.ts), which the schedule's DynamoDB faults do not reach.
  */
 export class HooklessFleet {
   readonly launched: string[] = [];
   stranger = '';
 
-  constructor(private readonly c: ControlPlaneCloud) {
+  constructor(
+    private readonly c: ControlPlaneCloud,
+    private readonly observer: LeaseStore,
+  ) {
     c.cloud.putRule('vpc-lease-launch-states', HOOKLESS_LAUNCH_PATTERN, [c.queue]);
   }
 
@@ -34,7 +39,7 @@ export class HooklessFleet {
   /** The first launch in the middle of provisioning; '' once every launch has finished, undefined meanwhile. */
   async victim(): Promise<string | undefined> {
     for (const id of this.launched) {
-      const phase = (await this.c.deps.store.getNode(this.c.arnOf(id)))?.phase;
+      const phase = (await this.observer.getNode(this.c.arnOf(id)))?.phase;
       if (phase === 'PENDING' || phase === 'PROVISIONING') return id;
     }
     return (await this.finished()) ? '' : undefined;
@@ -43,7 +48,7 @@ export class HooklessFleet {
   /** Every launch ended: READY or FAILED, or its instance terminated and its node GONE (or never written). */
   async finished(): Promise<boolean> {
     for (const id of this.launched) {
-      const phase = (await this.c.deps.store.getNode(this.c.arnOf(id)))?.phase;
+      const phase = (await this.observer.getNode(this.c.arnOf(id)))?.phase;
       const terminated = this.state(id) === 'terminated';
       if (!(terminated ? phase === undefined || phase === 'GONE' : phase === 'READY' || phase === 'FAILED'))
         return false;
@@ -59,11 +64,11 @@ export class HooklessFleet {
   async violations(): Promise<string[]> {
     const out: string[] = [];
     for (const id of this.launched) {
-      const phase = (await this.c.deps.store.getNode(this.c.arnOf(id)))?.phase;
+      const phase = (await this.observer.getNode(this.c.arnOf(id)))?.phase;
       if (this.state(id) !== 'terminated' && phase !== 'READY' && phase !== 'FAILED')
         out.push(`invariant 4: hook-less launch of ${id} never finished (phase ${phase ?? 'none'})`);
     }
-    if (await this.c.deps.store.getNode(this.c.arnOf(this.stranger)))
+    if (await this.observer.getNode(this.c.arnOf(this.stranger)))
       out.push(`untagged instance ${this.stranger} got a node item`);
     const strangerEnis = this.c.cloud.ec2.api.instanceInterfaces(this.stranger).filter((i) => i.deviceIndex > 0);
     if (strangerEnis.length > 0) out.push(`untagged instance ${this.stranger} got ${strangerEnis.length} pod ENIs`);

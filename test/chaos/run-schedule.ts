@@ -14,6 +14,7 @@ import { CrashSwitch, crashable } from '../control-plane/support/crash.js';
 import { FILL_POD_TAG, fillSubnet, seedFillSubnets } from './fill-subnets.js';
 import { HooklessFleet } from './hookless-fleet.js';
 import { runKubeletLoops } from './kubelet.js';
+import { observerOf } from './observer.js';
 import { launchOutcomeViolations } from './outcomes.js';
 import type { ChaosSchedule } from './schedule.js';
 import { ChaosTrail, DEFAULT_TRAIL_DIR } from './trail.js';
@@ -122,7 +123,9 @@ export async function runSchedule(
     wrapDeps: (deps, id, delivery) => trail.deps(crashing(deps, id, delivery), id, delivery),
   });
   c.cloud.bus.subscribe((event) => trail.event(event));
-  const fleet = schedule.hookless ? new HooklessFleet(c) : undefined;
+  // The harness's own reads: past the DynamoDB faults, which are the control plane's to meet.
+  const observer = observerOf(c);
+  const fleet = schedule.hookless ? new HooklessFleet(c, observer.store) : undefined;
   let lateEventsReplayed = 0;
   let kubeletPods = 0;
   let deleted = 0;
@@ -131,7 +134,7 @@ export async function runSchedule(
   let victim: string | undefined;
   const facts = async () => ({
     schedule,
-    nodes: await c.deps.store.listNodes(),
+    nodes: await observer.store.listNodes(),
     hookResults: c.outcomes,
     queue: c.queue.counts(),
     dlq: c.dlq.counts(),
@@ -227,7 +230,7 @@ export async function runSchedule(
     if (filling) await filling;
     trail.phase('scale-out settled');
     // Read before the scale-in turns every node GONE: how each launch ended.
-    const nodesAtSettle = await c.deps.store.listNodes();
+    const nodesAtSettle = await observer.store.listNodes();
     violations.push(...launchOutcomeViolations({ hookResults: c.outcomes, nodes: nodesAtSettle, victim }));
     const abandonedNow = c.outcomes.filter((o) => o.result === 'ABANDON').length;
     if (fill && abandonedNow > 0)
@@ -238,7 +241,7 @@ export async function runSchedule(
       violations.push(`full subnets: no node item recorded a refusal of the fragmented ${fill?.filled}`);
 
     // 64 kubelets on one READY node while DynamoDB is still throttling.
-    const ready = (await c.deps.store.listNodes()).find((n) => n.phase === 'READY');
+    const ready = (await observer.store.listNodes()).find((n) => n.phase === 'READY');
     if (ready) {
       const api = new LightDynamoClient({
         endpoint: c.dynamo.endpoint,
@@ -280,7 +283,7 @@ export async function runSchedule(
       else c.cloud.autoScaling.simulator.setDesiredCapacity(GROUP, 0);
       const gone = await waitFor(async () => {
         const queue = c.queue.counts();
-        const nodes = await c.deps.store.listNodes();
+        const nodes = await observer.store.listNodes();
         const ids = [...new Set(c.cloud.bus.events().map((e) => instanceIdOf(JSON.stringify(e))))].filter(Boolean);
         return (
           c.groupInstances(GROUP).length === 0 &&
@@ -385,6 +388,7 @@ export async function runSchedule(
     throw new Error(`${err instanceof Error ? err.message : String(err)} (trail: ${file})`, { cause: err });
   } finally {
     clearTimeout(burst);
+    observer.close();
     await c.close();
   }
 }

@@ -261,6 +261,37 @@ describe('EventSourceMapping (Lambda SQS poller)', () => {
     expect(id).toBeTruthy();
   });
 
+  it('with holdWhileRunning, receives no record again mid-invocation; a failed one still returns after it', async () => {
+    const { queue } = queuePair(5, 1);
+    sendAll(queue, 1);
+    let calls = 0;
+    let running = 0;
+    let maxRunning = 0;
+    const mapping = map({
+      queue,
+      holdWhileRunning: true,
+      handler: async () => {
+        calls += 1;
+        running += 1;
+        maxRunning = Math.max(maxRunning, running);
+        try {
+          // Five visibility timeouts (simulated) inside one invocation, which then fails.
+          if (calls === 1) {
+            await scheduler.sleep(5000);
+            throw new Error('failed after outliving the visibility timeout');
+          }
+        } finally {
+          running -= 1;
+        }
+      },
+    });
+    await eventually(() => mapping.stats().recordsDeleted === 1, { what: 'the retry deletes the record' });
+    expect(maxRunning).toBe(1);
+    expect(calls).toBe(2);
+    expect(mapping.stats()).toMatchObject({ failedInvocations: 1, staleDeletes: 0 });
+    expect(queue.counts()).toEqual({ visible: 0, inFlight: 0, delayed: 0 });
+  });
+
   it('delivers an injected duplicate again: at-least-once, so consumers must be idempotent', async () => {
     const { queue } = queuePair(5, 30);
     const [id] = sendAll(queue, 1);

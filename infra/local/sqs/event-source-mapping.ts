@@ -8,6 +8,9 @@ import type { MessageAttributeValue } from './md5.js';
 import type { ReceivedMessage } from './message.js';
 import type { Queue } from './queue.js';
 
+/** SQS's longest visibility timeout (12 h): what `holdWhileRunning` sets while an invocation runs. */
+const MAX_VISIBILITY_S = 43_200;
+
 /** Nothing (every record succeeded) or a partial batch response, as a Lambda handler returns. */
 // biome-ignore lint/suspicious/noConfusingVoidType: handlers typed `Promise<void>` must be accepted as they are.
 export type SqsHandlerResult = SQSBatchResponse | undefined | void;
@@ -32,6 +35,14 @@ export interface EventSourceMappingOptions {
    * the handler's own work runs in real time: with timeScale 0.01 a 30 s timeout is 0.3 real seconds.
    */
   readonly functionTimeoutS?: number;
+  /**
+   * Keeps a batch invisible while its invocation runs; its failed records return one visibility timeout after
+   * the invocation ends. AWS refuses a mapping whose queue's visibility timeout is shorter than the function
+   * timeout, so a record is never received again mid-invocation there; a local cloud that needs a function
+   * timeout above its visibility timeout (it cannot freeze a timed-out invocation) keeps that guarantee with
+   * this, which a loaded machine's slow invocations would otherwise break (copies circulating to the DLQ).
+   */
+  readonly holdWhileRunning?: boolean;
   /** FunctionResponseTypes: ['ReportBatchItemFailures']; without it any failure fails the whole batch. */
   readonly reportBatchItemFailures?: boolean;
   readonly log?: Logger;
@@ -225,6 +236,7 @@ export class EventSourceMapping {
     };
     this.counters.invocations += 1;
     this.counters.inFlight += 1;
+    if (this.options.holdWhileRunning) this.setVisibility(messages, MAX_VISIBILITY_S);
     let failedIds: Set<string> | 'all';
     try {
       const timedOut = Symbol('timeout');
@@ -241,6 +253,10 @@ export class EventSourceMapping {
       failedIds = 'all';
     } finally {
       this.counters.inFlight -= 1;
+    }
+    if (this.options.holdWhileRunning) {
+      const failed = failedIds === 'all' ? messages : messages.filter((m) => failedIds.has(m.messageId));
+      this.setVisibility(failed, queue.settings.visibilityTimeoutS);
     }
     if (failedIds === 'all') {
       this.counters.failedInvocations += 1;
@@ -259,6 +275,17 @@ export class EventSourceMapping {
         else this.counters.staleDeletes += 1;
       } catch (err) {
         this.log.warn('failed to delete processed record', { err, messageId: message.messageId });
+      }
+    }
+  }
+
+  /** ChangeMessageVisibility on each message still held by this receive (others were deleted or expired). */
+  private setVisibility(messages: readonly ReceivedMessage[], visibilityTimeoutS: number): void {
+    for (const message of messages) {
+      try {
+        this.options.queue.changeVisibility(message.receiptHandle, visibilityTimeoutS);
+      } catch (err) {
+        this.log.warn("could not change a record's visibility", { err, messageId: message.messageId });
       }
     }
   }
