@@ -57,6 +57,8 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
     await node.run('DEL', { netns: netnses[0]!, containerId: 'warm' }, delConf);
     node.dynamoCounter.reset();
     node.ec2Trap.reset();
+    const metricsUrl = metricsUrlOf(agent.stderr());
+    const agentBefore = await scrapeAgentCounts(metricsUrl);
 
     const childCpu0 = childrenCpuMs();
     const selfCpu0 = selfCpuMs();
@@ -109,7 +111,13 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
       options.leases -
       leasesAtEnd.length +
       leasesAtEnd.filter((l) => l.state !== 'FREE' && l.state !== 'COOLDOWN').length;
-    const agentCounts = await scrapeAgentCounts(metricsUrlOf(agent.stderr()));
+    const agentAfter = await scrapeAgentCounts(metricsUrl);
+    const agentCounts = {
+      add: agentAfter.add - agentBefore.add,
+      del: agentAfter.del - agentBefore.del,
+      viaAgent: agentAfter.viaAgent - agentBefore.viaAgent,
+      fallback: agentAfter.fallback - agentBefore.fallback,
+    };
     const calls = all.addMs.length + all.delMs.length;
     const podsPerSecond = round(all.cycles / seconds);
     const adds = all.addMs.length;

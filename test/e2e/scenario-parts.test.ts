@@ -160,6 +160,7 @@ describe('Function: renderReport', () => {
       instanceId,
       metricsUrl: `http://127.0.0.1:1/${instanceId}`,
       running: true,
+      sent: { add: add + 1, del: 1 },
       add,
       del: 1,
       viaAgent: add + 1 - fallback,
@@ -172,7 +173,7 @@ describe('Function: renderReport', () => {
     });
     expect(text).toMatch(/^ {2}CNI ADD → agent {4}n=2 /m);
     expect(text).toContain(
-      'agents: 2 (one per node) counted ADD 5, DEL 2; 6 ran in the agent, 1 fell back to the plugin',
+      'agents: 2 (one per node) counted ADD 5/7 sent, DEL 2/2; 6 ran in the agent, 1 fell back to the plugin',
     );
   });
 });

@@ -31,6 +31,8 @@ interface NodeContext {
   readonly logFile: string;
   readonly eniIds: Set<string>;
   readonly agent?: NodeAgent;
+  /** Calls sent to this node (repeated ADDs of the holder check included), to set beside what its agent counted. */
+  readonly sent: { add: number; del: number };
 }
 
 interface RunResult {
@@ -76,6 +78,7 @@ export class CniPods implements PodDriver {
       logFile: join(dir, 'cni.log'),
       eniIds: new Set(),
       ...(agent ? { agent } : {}),
+      sent: { add: 0, del: 0 },
     };
     this.nodes.set(instanceId, ctx);
     return ctx;
@@ -88,7 +91,9 @@ export class CniPods implements PodDriver {
 
   /** Every agent of the run with its counters: running ones scraped now, stopped ones as they were at the stop. */
   async agentLines(): Promise<readonly AgentLine[]> {
-    const live = await Promise.all(this.agents().map((a) => agentLine(a, true)));
+    const live = await Promise.all(
+      [...this.nodes.values()].flatMap((n) => (n.agent ? [agentLine(n.agent, n.sent, true)] : [])),
+    );
     return [...this.stopped, ...live];
   }
 
@@ -128,7 +133,7 @@ export class CniPods implements PodDriver {
     const ctx = this.nodes.get(instanceId);
     if (!ctx) return;
     if (ctx.agent) {
-      this.stopped.push(await agentLine(ctx.agent, false));
+      this.stopped.push(await agentLine(ctx.agent, ctx.sent, false));
       await ctx.agent.stop();
     }
     for (const eniId of ctx.eniIds) await this.options.hostNet.removeEniLink(eniId);
@@ -147,6 +152,7 @@ export class CniPods implements PodDriver {
 
   private async call(command: 'ADD' | 'DEL', pod: Pod): Promise<RunResult> {
     const ctx = await this.node(pod.instanceId);
+    ctx.sent[command === 'ADD' ? 'add' : 'del'] += 1;
     const env: Record<string, string> = {
       PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin',
       CNI_COMMAND: command,
@@ -178,14 +184,18 @@ export class CniPods implements PodDriver {
   }
 }
 
-async function agentLine(agent: NodeAgent, running: boolean): Promise<AgentLine> {
+async function agentLine(
+  agent: NodeAgent,
+  sent: { readonly add: number; readonly del: number },
+  running: boolean,
+): Promise<AgentLine> {
   let counts: AgentCounts = { add: 0, del: 0, viaAgent: 0, fallback: 0 };
   try {
     counts = await scrapeAgentCounts(agent.metricsUrl);
   } catch {
     // An agent that cannot be scraped shows zeros; the report's call counts then disagree, which is visible.
   }
-  return { instanceId: agent.instanceId, metricsUrl: agent.metricsUrl, running, ...counts };
+  return { instanceId: agent.instanceId, metricsUrl: agent.metricsUrl, running, sent: { ...sent }, ...counts };
 }
 
 function errorOf(stdout: string): string {

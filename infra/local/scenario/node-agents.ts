@@ -34,6 +34,8 @@ export interface AgentLine extends AgentCounts {
   readonly metricsUrl: string;
   /** Still running (a terminated node's agent was stopped; its counts are from just before). */
   readonly running: boolean;
+  /** What the scenario sent to this node (the runtime's side of the same calls). */
+  readonly sent: { readonly add: number; readonly del: number };
 }
 
 /**

@@ -182,7 +182,7 @@ export function renderReport(r: ScenarioReport): string {
 /** What the agents' own /metrics counted: every call served by an agent, or how many fell back. */
 function agentsLine(agents: readonly AgentLine[]): string {
   const sum = (pick: (a: AgentLine) => number) => agents.reduce((s, a) => s + pick(a), 0);
-  return `  agents: ${agents.length} (one per node) counted ADD ${sum((a) => a.add)}, DEL ${sum((a) => a.del)}; ${sum((a) => a.viaAgent)} ran in the agent, ${sum((a) => a.fallback)} fell back to the plugin`;
+  return `  agents: ${agents.length} (one per node) counted ADD ${sum((a) => a.add)}/${sum((a) => a.sent.add)} sent, DEL ${sum((a) => a.del)}/${sum((a) => a.sent.del)}; ${sum((a) => a.viaAgent)} ran in the agent, ${sum((a) => a.fallback)} fell back to the plugin`;
 }
 
 export const INVARIANT_NAMES: Record<InvariantKey, string> = {
