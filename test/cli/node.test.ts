@@ -35,14 +35,21 @@ describe('vpc-lease node', () => {
   });
 
   it('tells the launch, ENIs, leases by state and the recent release with its reason', async () => {
+    // The real lifecycle handler completed the hook and recorded when: held from the node item's creation. The
+    // record lands just after the completion call returns, so InService can be seen a moment before it.
+    let node = (await f.store.getNode(f.arnOf(id)))!;
+    let polls = 0;
+    for (; node.hookCompletedAtMs === undefined && polls < 300; polls += 1) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      node = (await f.store.getNode(f.arnOf(id)))!;
+    }
+    if (polls > 0) process.stderr.write(`hook completion record: ${polls} polls after InService\n`);
     const run = await f.cli('--local', '--json', 'node', id);
     expect(run.code, run.err).toBe(0);
     const story = run.json as Story;
     expect(story.phase).toBe('READY');
     expect(story.launch.lifecycleHook).toMatch(/\//);
     expect(story.launch.maxPods).toBeGreaterThan(0);
-    // The real lifecycle handler completed the hook and recorded when: held from the node item's creation.
-    const node = (await f.store.getNode(f.arnOf(id)))!;
     expect(node.hookCompletedAtMs).toBeGreaterThanOrEqual(node.createdAtMs);
     expect(story.launch.hookHeldS).toBe(Math.round((node.hookCompletedAtMs! - node.createdAtMs) / 100) / 10);
     expect(Date.parse(story.launch.hookCompletedAt!)).toBe(Math.floor(node.hookCompletedAtMs! / 1000) * 1000);
