@@ -28,7 +28,7 @@ export interface LocalState {
   readonly vpcId: string;
   readonly subnetIds: readonly string[];
   readonly dataDir: string;
-  /** `npm start --keep`: each simulated node's agent, where its /metrics is served. */
+  /** `npm start --keep`: each running simulated node's agent, where its /metrics is served (a loopback port each). */
   readonly nodes?: readonly { readonly instanceId: string; readonly metricsUrl: string }[];
 }
 

@@ -102,6 +102,7 @@ async function main(): Promise<number> {
     vpcId: run.vpcId,
     subnetIds: run.subnetIds,
     dataDir: opts.localDir,
+    nodes: run.agents().map((a) => ({ instanceId: a.instanceId, metricsUrl: a.metricsUrl })),
   });
   progress(
     'local cloud kept running for the CLI: try `vpc-lease --local nodes` in another shell; Ctrl-C here stops it',

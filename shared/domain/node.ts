@@ -80,8 +80,14 @@ export interface NodeRecord {
    * `vpc-lease-cni max-pods` print), fixed when the launch is planned; the pool never leases past it. 0 until then.
    */
   readonly maxPods: number;
+  /** When the launch began: the first launch event's node item, which is also when the hook started holding. */
   readonly createdAtMs: number;
   readonly updatedAtMs: number;
+  /**
+   * When the launch completed its lifecycle action (CONTINUE or ABANDON): with createdAtMs, how long the hook
+   * held the instance. Absent while it is held, after a hook-less launch, or when another invocation completed it.
+   */
+  readonly hookCompletedAtMs?: number;
   /**
    * When the reconciler first saw the instance gone from EC2 (terminated or unknown). The partition is
    * removed only by a later pass that still sees it gone, a minimum age after this mark — never on one

@@ -65,6 +65,7 @@ export const A = {
   maxPods: 'mp',
   updatedAt: 'ua',
   goneSeenAt: 'gs',
+  hookCompletedAt: 'hca',
   // The node index's key: written by encodeNode only, never in NODE_WRITABLE_ATTRS (see NODE_INDEX).
   nodeShard: NODE_INDEX.partitionKey,
   // The pass marker's owner and expiry: control-plane only, never in NODE_WRITABLE_ATTRS.
@@ -236,6 +237,7 @@ export function encodeNode(node: NodeRecord, version: number): Item {
   if (node.failureReason !== undefined) item[A.failureReason] = s(node.failureReason);
   if (node.subnetRefusals?.length) item[A.subnetRefusals] = toAttr(node.subnetRefusals as unknown as Plain);
   if (node.goneSeenAtMs !== undefined) item[A.goneSeenAt] = n(node.goneSeenAtMs);
+  if (node.hookCompletedAtMs !== undefined) item[A.hookCompletedAt] = n(node.hookCompletedAtMs);
   return item;
 }
 
@@ -246,6 +248,7 @@ export function decodeNode(item: Item): NodeRecord {
   const failureReason = str(item, A.failureReason);
   const refusals = item[A.subnetRefusals];
   const goneSeenAtMs = num(item, A.goneSeenAt);
+  const hookCompletedAtMs = num(item, A.hookCompletedAt);
   const psn = item[A.podSubnetIds];
   const enis = item[A.enis];
   return {
@@ -264,6 +267,7 @@ export function decodeNode(item: Item): NodeRecord {
     createdAtMs: reqNum(item, A.createdAt, 'node'),
     updatedAtMs: reqNum(item, A.updatedAt, 'node'),
     ...(goneSeenAtMs !== undefined ? { goneSeenAtMs } : {}),
+    ...(hookCompletedAtMs !== undefined ? { hookCompletedAtMs } : {}),
     version: reqNum(item, A.nodeVersion, 'node'),
   };
 }

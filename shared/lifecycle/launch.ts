@@ -17,6 +17,7 @@ import { adoptTemplateEnis } from './adopt.js';
 import { budgetWait } from './budget-wait.js';
 import { done, type LifecycleDeps, type StepOutcome, type WaitOutcome, wait } from './deps.js';
 import type { LaunchEvent } from './events.js';
+import { recordHookCompletion } from './hook-completion.js';
 import { clusterTagKey, deferToAnotherEvent, isTaggedForCluster } from './hookless.js';
 import { pendingNodeRecord } from './pending-node.js';
 import { expectedLeases } from './pod-eni.js';
@@ -143,7 +144,11 @@ async function conclude(launch: Launch, step: Exclude<Step, { kind: 'next' }>): 
 async function completeAction(launch: Launch, result: 'CONTINUE' | 'ABANDON'): Promise<'done' | 'gone' | 'none'> {
   const { lifecycle } = launch.event;
   if (!lifecycle) return 'none';
-  return launch.deps.autoScaling.completeLifecycleAction(lifecycle, result);
+  const outcome = await launch.deps.autoScaling.completeLifecycleAction(lifecycle, result);
+  // Only the invocation whose call completed it knows when the hook let go ('gone': someone else, or it expired).
+  if (outcome === 'done')
+    await recordHookCompletion(launch.deps.store, launch.arn, launch.deps.clock.nowMs(), launch.log);
+  return outcome;
 }
 
 /** (no item): decides whether this instance is a node of ours, then writes its first node item. */

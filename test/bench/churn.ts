@@ -1,6 +1,8 @@
 import { mkdtempSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
+import { scrapeAgentCounts } from '../../infra/local/scenario/node-agents.js';
+import type { Lease } from '../../shared/domain/lease.js';
 import { LightDynamoClient } from '../../shared/dynamo/light-client.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
 import { startAgent } from '../node/support/agent-process.js';
@@ -39,7 +41,11 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
   const delCounter = await startRequestCounter(node.fixture.dynalite.endpoint);
   // Through the shim and the resident agent, as the runtime runs it since #22.
   const agentSocket = join(mkdtempSync(join(node.fixture.dir, 'agent-')), 'run', 'agent.sock');
-  const agent = await startAgent(node.binary, agentSocket, { PATH: process.env['PATH'] ?? '/usr/bin:/bin' });
+  // Its own metrics port (0: the kernel picks), so the bench never collides with another agent on 61680.
+  const agent = await startAgent(node.binary, agentSocket, {
+    PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+    VPC_LEASE_METRICS_ADDRESS: '127.0.0.1:0',
+  });
   node.agentSocket = agentSocket;
   try {
     await node.fixture.seed(options.leases);
@@ -51,6 +57,8 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
     await node.run('DEL', { netns: netnses[0]!, containerId: 'warm' }, delConf);
     node.dynamoCounter.reset();
     node.ec2Trap.reset();
+    const metricsUrl = metricsUrlOf(agent.stderr());
+    const agentBefore = await scrapeAgentCounts(metricsUrl);
 
     const childCpu0 = childrenCpuMs();
     const selfCpu0 = selfCpuMs();
@@ -77,8 +85,10 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
       }
       return stats;
     };
+    const sampling = sampleClaims(() => node.fixture.store.listLeases(node.fixture.arn), deadline);
     const results = await Promise.all(Array.from({ length: options.loops }, (_, i) => loop(i)));
     const seconds = (performance.now() - t0) / 1000;
+    const claims = await sampling;
     const pluginCpuMs = childrenCpuMs() - childCpu0;
     const serverCpuMs = selfCpuMs() - selfCpu0;
     const all = {
@@ -89,8 +99,26 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
       holdings: results.flatMap((r) => r.holdings),
     };
     const duplicates = countDuplicates(all.holdings);
-    const leftClaimed = (await node.fixture.store.listLeases(node.fixture.arn)).filter((l) => l.state === 'CLAIMED');
-    const leasesAfter = (await node.fixture.store.listLeases(node.fixture.arn)).length;
+    const ipOf = new Map(all.holdings.map((h) => [h.pod, h.ip]));
+    // A holder the store showed on another address than its ADD returned: two holders on one lease, seen in the store.
+    const holderOnAnotherAddress = [...claims.ipsByHolder].filter(([pod, ips]) =>
+      [...ips].some((ip) => ipOf.has(pod) && ipOf.get(pod) !== ip),
+    ).length;
+    const leasesAtEnd = await node.fixture.store.listLeases(node.fixture.arn);
+    const leftClaimed = leasesAtEnd.filter((l) => l.state === 'CLAIMED');
+    // Every pod is deleted by now, so a lease is lost when it is missing or anything but FREE or COOLDOWN.
+    const lostLeases =
+      options.leases -
+      leasesAtEnd.length +
+      leasesAtEnd.filter((l) => l.state !== 'FREE' && l.state !== 'COOLDOWN').length;
+    const agentAfter = await scrapeAgentCounts(metricsUrl);
+    const agentCounts = {
+      add: agentAfter.add - agentBefore.add,
+      del: agentAfter.del - agentBefore.del,
+      viaAgent: agentAfter.viaAgent - agentBefore.viaAgent,
+      fallback: agentAfter.fallback - agentBefore.fallback,
+    };
+    const calls = all.addMs.length + all.delMs.length;
     const podsPerSecond = round(all.cycles / seconds);
     const adds = all.addMs.length;
     const store = await storeOnlyChurn(node, options);
@@ -113,9 +141,17 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
       cpuBoundPodsPerSecondIdle: round((availableParallelism() * 1000) / Math.max(1, pluginCpuMs / Math.max(1, adds))),
       failures: all.failures.length,
       firstFailure: all.failures[0],
+      /** Pairs of pods whose sure holds of one address overlapped (each loop has its own netns: an address in two). */
       duplicates,
+      /** Store samples during the run: a holder with two CLAIMED leases, or on another address than its ADD got. */
+      storeSamples: claims.samples,
+      holdersWithTwoClaims: claims.holdersWithTwoClaims,
+      holderOnAnotherAddress,
       claimedLeftAfterAllDels: leftClaimed.length,
-      lostLeases: options.leases - leasesAfter,
+      lostLeases,
+      /** Calls the agent did not serve itself: the shim ran the full plugin (counted by the agent's own metrics). */
+      fallbacks: calls - agentCounts.viaAgent,
+      agentCounted: agentCounts,
       dynamoRequestsPerAdd: round(node.dynamoCounter.total() / adds),
       dynamoRequestsPerDel: round(delCounter.total() / all.delMs.length),
       dynamoAddRequestsByOperation: Object.fromEntries(node.dynamoCounter.counts),
@@ -123,7 +159,8 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
       storeOnly: store,
       targets: {
         atLeast50PodsPerSecond: podsPerSecond >= 50,
-        noDuplicates: duplicates === 0,
+        noDuplicates: duplicates === 0 && claims.holdersWithTwoClaims === 0 && holderOnAnotherAddress === 0,
+        noLostLeases: lostLeases === 0,
       },
     };
   } finally {
@@ -131,6 +168,41 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
     await delCounter.close();
     await node.close();
   }
+}
+
+/** The agent's metrics URL, from its "metrics listening" log line. */
+function metricsUrlOf(stderr: string): string {
+  const line = stderr.split('\n').find((l) => l.includes('"metrics listening"'));
+  const url = line ? (JSON.parse(line) as { url?: string }).url : undefined;
+  if (!url) throw new Error(`the agent logged no metrics URL: ${stderr.slice(-500)}`);
+  return url;
+}
+
+/**
+ * Reads the node's leases over and over until `deadlineMs` (performance.now()), recording which addresses each
+ * holder was seen CLAIMED on and how often one holder held two at once.
+ */
+async function sampleClaims(
+  list: () => Promise<readonly Lease[]>,
+  deadlineMs: number,
+): Promise<{ samples: number; holdersWithTwoClaims: number; ipsByHolder: Map<string, Set<string>> }> {
+  const ipsByHolder = new Map<string, Set<string>>();
+  let samples = 0;
+  let holdersWithTwoClaims = 0;
+  while (performance.now() < deadlineMs) {
+    const perHolder = new Map<string, number>();
+    for (const lease of await list()) {
+      if (lease.state !== 'CLAIMED' || !lease.holder) continue;
+      const pod = lease.holder.containerId;
+      perHolder.set(pod, (perHolder.get(pod) ?? 0) + 1);
+      ipsByHolder.set(pod, (ipsByHolder.get(pod) ?? new Set()).add(lease.ip));
+    }
+    holdersWithTwoClaims += [...perHolder.values()].filter((n) => n > 1).length;
+    samples += 1;
+    // A few reads a second: enough to catch a double claim that lasts, without loading dynalite under the pods.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return { samples, holdersWithTwoClaims, ipsByHolder };
 }
 
 /** The same loops on DynamoLeaseStore over the CNI's light client, in this process: claim, then release by ip. */

@@ -7,7 +7,7 @@ import { CliFixture } from './support.js';
 interface Story {
   instanceId: string;
   phase: string;
-  launch: { lifecycleHook: string | null; maxPods: number };
+  launch: { lifecycleHook: string | null; maxPods: number; hookHeldS: number | null; hookCompletedAt: string | null };
   enis: { eniId: string | null; step: string; addresses: number; planned: { addresses: number } }[];
   leases: Record<string, number>;
   recentReleases: { ip: string; state: string; reason: string }[];
@@ -35,12 +35,24 @@ describe('vpc-lease node', () => {
   });
 
   it('tells the launch, ENIs, leases by state and the recent release with its reason', async () => {
+    // The real lifecycle handler completed the hook and recorded when: held from the node item's creation. The
+    // record lands just after the completion call returns, so InService can be seen a moment before it.
+    let node = (await f.store.getNode(f.arnOf(id)))!;
+    let polls = 0;
+    for (; node.hookCompletedAtMs === undefined && polls < 300; polls += 1) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      node = (await f.store.getNode(f.arnOf(id)))!;
+    }
+    if (polls > 0) process.stderr.write(`hook completion record: ${polls} polls after InService\n`);
     const run = await f.cli('--local', '--json', 'node', id);
     expect(run.code, run.err).toBe(0);
     const story = run.json as Story;
     expect(story.phase).toBe('READY');
     expect(story.launch.lifecycleHook).toMatch(/\//);
     expect(story.launch.maxPods).toBeGreaterThan(0);
+    expect(node.hookCompletedAtMs).toBeGreaterThanOrEqual(node.createdAtMs);
+    expect(story.launch.hookHeldS).toBe(Math.round((node.hookCompletedAtMs! - node.createdAtMs) / 100) / 10);
+    expect(Date.parse(story.launch.hookCompletedAt!)).toBe(Math.floor(node.hookCompletedAtMs! / 1000) * 1000);
     expect(story.enis.length).toBeGreaterThan(0);
     for (const eni of story.enis) {
       expect(eni.eniId).toMatch(/^eni-/);
@@ -60,6 +72,7 @@ describe('vpc-lease node', () => {
     expect(text.out).toMatch(new RegExp(`^${id} \\(m5\\.large, \\S+\\) READY`));
     expect(text.out).toMatch(/Leases {2}FREE \d+ {2}CLAIMED 2 {2}COOLDOWN \d+ {2}RELEASING 0/);
     expect(text.out).toContain(released);
+    expect(text.out).toMatch(/hook held {4}\d+(\.\d)? s \(completed /);
   });
 
   it('shows the agent’s metrics from the local state’s metricsUrl', async () => {
@@ -73,6 +86,21 @@ describe('vpc-lease node', () => {
     expect(story.agentMetrics).toMatchObject({
       'vpc_lease_cni_requests_total{command="ADD",result="success",code="0"}': 2,
     });
+  });
+
+  it('says the hook still holds a launch in progress', async () => {
+    const arn = f.arnOf(id);
+    const node = (await f.store.getNode(arn))!;
+    const { hookCompletedAtMs: _completed, ...held } = node;
+    await f.store.updateNode({ ...held, phase: 'PROVISIONING' }, node.version);
+    try {
+      const story = (await f.cli('--local', '--json', 'node', id)).json as Story;
+      expect(story.launch.hookHeldS).toBeNull();
+      expect((await f.cli('--local', 'node', id)).out).toMatch(/hook held {4}still held \(\d+ s so far\)/);
+    } finally {
+      const now = (await f.store.getNode(arn))!;
+      await f.store.updateNode({ ...node }, now.version);
+    }
   });
 
   it('answers 1 for an instance without a node item and 2 for something that is not an instance id', async () => {

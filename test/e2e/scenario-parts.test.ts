@@ -125,6 +125,7 @@ describe('Function: renderReport', () => {
     ec2Throttled: 0,
     lifecycle: { launchLabel: 'launch hook→InSvc', launch: summarize([900]), terminate: summarize([]) },
     cni: { add: summarize([10, 20]), del: summarize([]) },
+    agents: [],
     pods: { started: 2, deleted: 0, running: 2 },
     reconcile: { marked: 0, deleted: 0, partitionsRemoved: 0, drift: 0 },
     dlqMessages: 0,
@@ -152,6 +153,28 @@ describe('Function: renderReport', () => {
     const text = renderReport({ ...base, ok: true, datapath: { mode: 'cni', podLinkKind: 'macvlan', reason: null } });
     expect(text).toContain('pod links: macvlan, standing in for ipvlan, which this kernel lacks');
     expect(text).toMatch(/^ {2}CNI ADD /m);
+  });
+
+  it('labels the latencies as through the agent and sums what the agents counted', () => {
+    const agent = (instanceId: string, add: number, fallback: number) => ({
+      instanceId,
+      metricsUrl: `http://127.0.0.1:1/${instanceId}`,
+      running: true,
+      sent: { add: add + 1, del: 1 },
+      add,
+      del: 1,
+      viaAgent: add + 1 - fallback,
+      fallback,
+    });
+    const text = renderReport({
+      ...base,
+      datapath: { mode: 'cni', podLinkKind: 'macvlan', reason: null },
+      agents: [agent('i-1', 3, 0), agent('i-2', 2, 1)],
+    });
+    expect(text).toMatch(/^ {2}CNI ADD → agent {4}n=2 /m);
+    expect(text).toContain(
+      'agents: 2 (one per node) counted ADD 5/7 sent, DEL 2/2; 6 ran in the agent, 1 fell back to the plugin',
+    );
   });
 });
 

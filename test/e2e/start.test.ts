@@ -4,6 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, describe, expect, it } from 'vitest';
+import { runCli } from '../../infra/cli/cli.js';
+import { readLocalState } from '../../infra/cli/local-state.js';
+import { scrapeAgentCounts } from '../../infra/local/scenario/node-agents.js';
 import type { ScenarioReport } from '../../infra/local/scenario/report.js';
 import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
@@ -143,6 +146,85 @@ describe('npm start (the local scenario)', () => {
     }
     expect(leftovers()).toEqual(before);
   }, 240_000);
+
+  it.skipIf(datapathMissing)(
+    'keeps an agent per node under --keep: state.json has each metricsUrl, whose counters match the pods started',
+    async () => {
+      const before = leftovers();
+      const dir = localDir();
+      const { child, done } = start([
+        '--json',
+        '--keep',
+        '--nodes',
+        '2',
+        '--pods',
+        '6',
+        '--churn',
+        '1',
+        '--local-dir',
+        dir,
+      ]);
+      let stdout = '';
+      child.stdout?.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+      const exited = done.then((r) => `npm start exited (${r.code}) before keeping: ${r.stderr.slice(-2000)}`);
+      // The report line comes before the state file; the state file is what says the cloud is kept.
+      const kept = new Promise<void>((resolve) => {
+        const timer = setInterval(() => {
+          if (stdout.includes('\n') && existsSync(join(dir, 'state.json'))) {
+            clearInterval(timer);
+            resolve();
+          }
+        }, 100);
+        void exited.then(() => clearInterval(timer));
+      });
+      const early = await Promise.race([kept.then(() => undefined), exited]);
+      expect(early).toBeUndefined();
+      try {
+        const report = JSON.parse(stdout.split('\n')[0]!) as ScenarioReport;
+        expect(report.ok).toBe(true);
+        const state = readLocalState(dir);
+        const live = report.agents.filter((a) => a.running);
+        // One agent per node still in service (the terminated node's agent stopped with it), each on its own port.
+        expect(state.nodes?.map((n) => n.instanceId).sort()).toEqual(live.map((a) => a.instanceId).sort());
+        expect(new Set(state.nodes?.map((n) => new URL(n.metricsUrl).port)).size).toBe(live.length);
+        // Every pod call of the run reached an agent: the agents' counters add up to the report's calls.
+        const sum = (pick: (a: ScenarioReport['agents'][number]) => number) =>
+          report.agents.reduce((s, a) => s + pick(a), 0);
+        expect(report.agents).toHaveLength(2);
+        expect(sum((a) => a.add)).toBe(report.cni.add.count);
+        expect(sum((a) => a.del)).toBe(report.cni.del.count);
+        expect(sum((a) => a.viaAgent) + sum((a) => a.fallback)).toBe(report.cni.add.count + report.cni.del.count);
+        process.stderr.write(
+          `npm start --keep: ${sum((a) => a.fallback)} fallbacks of ${report.cni.add.count + report.cni.del.count} calls\n`,
+        );
+        for (const node of state.nodes ?? []) {
+          // Reachable now, and what it serves is what the report counted for that node.
+          const scraped = await scrapeAgentCounts(node.metricsUrl);
+          const line = live.find((a) => a.instanceId === node.instanceId)!;
+          expect(scraped.add).toBe(line.add);
+          let out = '';
+          const code = await runCli(['--local', '--json', 'node', node.instanceId], {
+            out: (t) => (out += t),
+            err: () => undefined,
+            env: { VPC_LEASE_LOCAL_DIR: dir },
+          });
+          expect(code).toBe(0);
+          const story = JSON.parse(out) as { agentMetrics: Record<string, number> };
+          const adds = Object.entries(story.agentMetrics)
+            .filter(([k]) => k.startsWith('vpc_lease_cni_requests_total{command="ADD"'))
+            .reduce((s, [, v]) => s + v, 0);
+          expect(adds).toBe(line.add);
+        }
+      } finally {
+        child.kill('SIGINT');
+      }
+      const { code } = await done;
+      expect(code).toBe(130);
+      expect(existsSync(join(dir, 'state.json'))).toBe(false);
+      expect(leftovers()).toEqual(before);
+    },
+    300_000,
+  );
 
   it('runs the control plane alone with prefix delegation in a dedicated pod subnet', async () => {
     const dir = localDir();

@@ -38,13 +38,15 @@ describe('item codec', () => {
         fc.array(fc.ipV4(), { maxLength: 5 }),
         fc.option(fc.string(), { nil: undefined }),
         fc.nat(),
-        (phase, addresses, failureReason, version) => {
+        fc.option(fc.nat(), { nil: undefined }),
+        (phase, addresses, failureReason, version, hookCompletedAtMs) => {
           const base = nodeRecord(arn);
           const node: NodeRecord = {
             ...base,
             phase,
             version,
             ...(failureReason !== undefined ? { failureReason } : {}),
+            ...(hookCompletedAtMs !== undefined ? { hookCompletedAtMs } : {}),
             enis: [{ ...base.enis[0]!, addresses, eniId: 'eni-0123456789abcdef0', step: 'LEASED' }],
           };
           expect(decodeNode(encodeNode(node, version))).toEqual(node);

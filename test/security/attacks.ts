@@ -110,11 +110,12 @@ export const ATTACKS: readonly Attack[] = [
     },
   },
   {
-    name: 'Write its own node item (phase, ENI list, max pods)',
+    name: 'Write its own node item (phase, ENI list, max pods, hook completion time)',
     iam: 'denied',
     run: (f) =>
       answers([
         setAttributes(f.attacker, nodeKey(f.attacker.arn), { [A.phase]: s('PROVISIONING') }),
+        setAttributes(f.attacker, nodeKey(f.attacker.arn), { [A.hookCompletedAt]: n(0) }),
         setAttributes(f.attacker, nodeKey(f.attacker.arn), { [A.maxPods]: n(100_000) }),
         setAttributes(f.attacker, nodeKey(f.attacker.arn), { [A.enis]: { L: [] } }),
       ]),

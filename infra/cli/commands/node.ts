@@ -1,4 +1,5 @@
 import { LEASE_STATES, type Lease } from '../../../shared/domain/lease.js';
+import type { NodeRecord } from '../../../shared/domain/node.js';
 import { errorMessage } from '../../../shared/errors.js';
 import type { CliContext } from '../context.js';
 import { table } from '../table.js';
@@ -13,6 +14,24 @@ function releaseReason(lease: Lease): string {
   if (lease.state === 'RELEASING') return 'pool-manager returning it to EC2 (excess over the high watermark)';
   if (lease.state === 'COOLDOWN') return 'released by its pod (CNI DEL or GC), reusable after the cooldown';
   return lease.state === 'FREE' ? 'free again' : 'claimed again since';
+}
+
+/** Phases in which a hooked launch still holds its instance in Pending:Wait. */
+const HOLDING_PHASES = new Set(['PENDING', 'PROVISIONING']);
+
+/**
+ * How long the launch hook held the instance: from the node item's creation (the launch event's first arrival)
+ * to the completion the launch recorded; while held, how long so far.
+ */
+function hookHold(node: NodeRecord, nowMs: number): { heldS: number | null; line: string } {
+  if (!node.lifecycle) return { heldS: null, line: '- (launched without a lifecycle hook)' };
+  if (node.hookCompletedAtMs !== undefined) {
+    const heldS = Math.round((node.hookCompletedAtMs - node.createdAtMs) / 100) / 10;
+    return { heldS, line: `${heldS} s (completed ${isoOrDash(node.hookCompletedAtMs)})` };
+  }
+  if (HOLDING_PHASES.has(node.phase))
+    return { heldS: null, line: `still held (${Math.round((nowMs - node.createdAtMs) / 1000)} s so far)` };
+  return { heldS: null, line: 'completion not recorded (completed by another invocation, or the hook expired)' };
 }
 
 /** The agent's own figures, from its /metrics (a local run records each agent's URL in state.json). */
@@ -61,6 +80,7 @@ export const nodeCommand: Command = {
     } catch (err) {
       dead = `dead-letter queue not read: ${errorMessage(err)}`;
     }
+    const hold = hookHold(node, Date.now());
     const story = {
       instanceId,
       instanceArn: node.instanceArn,
@@ -72,8 +92,8 @@ export const nodeCommand: Command = {
         lifecycleHook: node.lifecycle ? `${node.lifecycle.autoScalingGroupName}/${node.lifecycle.hookName}` : null,
         createdAt: isoOrDash(node.createdAtMs),
         updatedAt: isoOrDash(node.updatedAtMs),
-        // The node item records when the launch began and its last change, not when the hook was completed.
-        hookHeldS: null,
+        hookHeldS: hold.heldS,
+        hookCompletedAt: node.hookCompletedAtMs === undefined ? null : isoOrDash(node.hookCompletedAtMs),
         maxPods: node.maxPods,
         podSubnetIds: node.podSubnetIds,
       },
@@ -98,7 +118,7 @@ export const nodeCommand: Command = {
       'Launch',
       `  hook         ${story.launch.lifecycleHook ?? '- (launched without a lifecycle hook)'}`,
       `  created      ${story.launch.createdAt}   last change ${story.launch.updatedAt}`,
-      '  hook held    not recorded on the node item (see the lifecycle function’s logs)',
+      `  hook held    ${hold.line}`,
       `  max pods     ${node.maxPods}   pod subnets ${node.podSubnetIds.join(', ') || '-'}`,
       '',
       'ENIs (planned → now)',

@@ -85,6 +85,7 @@ export async function buildReport(input: ReportInput): Promise<ScenarioReport> {
       add: summarize(workload.addMs, workload.addFailures),
       del: summarize(workload.delMs, workload.delFailures),
     },
+    agents: (await input.driver.agentLines?.()) ?? [],
     pods: { started: workload.started, deleted: workload.deleted, running: workload.running.size },
     reconcile: {
       marked: reconcile.marked.length,

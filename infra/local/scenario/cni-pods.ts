@@ -3,6 +3,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { LocalCloud } from '../cloud.js';
 import type { HostNet } from './host-net.js';
+import { type AgentCounts, type AgentLine, type NodeAgent, scrapeAgentCounts, startNodeAgent } from './node-agents.js';
 import type { Pod, PodCall, PodDriver } from './pods.js';
 
 /**
@@ -20,6 +21,8 @@ export interface CniPodsOptions {
   /** Where per-node data directories and logs go (under .local/). */
   readonly workDir: string;
   readonly reuseWaitMs: number;
+  /** The shim built beside the binary: with it, each node runs an agent and calls go shim → agent. */
+  readonly shim?: string;
 }
 
 interface NodeContext {
@@ -27,6 +30,9 @@ interface NodeContext {
   readonly dataDir: string;
   readonly logFile: string;
   readonly eniIds: Set<string>;
+  readonly agent?: NodeAgent;
+  /** Calls sent to this node (repeated ADDs of the holder check included), to set beside what its agent counted. */
+  readonly sent: { add: number; del: number };
 }
 
 interface RunResult {
@@ -38,23 +44,57 @@ interface RunResult {
 export class CniPods implements PodDriver {
   readonly kind = 'cni';
   private readonly nodes = new Map<string, NodeContext>();
+  private readonly stopped: AgentLine[] = [];
+  private readonly starting = new Map<string, Promise<NodeContext>>();
 
   constructor(private readonly options: CniPodsOptions) {}
 
   private async node(instanceId: string): Promise<NodeContext> {
-    let ctx = this.nodes.get(instanceId);
-    if (!ctx) {
-      const dir = join(this.options.workDir, instanceId);
-      mkdirSync(dir, { recursive: true });
-      ctx = {
-        imdsEndpoint: await this.options.cloud.imds.endpointFor(instanceId),
-        dataDir: join(dir, 'data'),
-        logFile: join(dir, 'cni.log'),
-        eniIds: new Set(),
-      };
-      this.nodes.set(instanceId, ctx);
+    const ctx = this.nodes.get(instanceId);
+    if (ctx) return ctx;
+    // Concurrent first calls for a node share one start: one agent per node.
+    let starting = this.starting.get(instanceId);
+    if (!starting) {
+      starting = this.startNode(instanceId);
+      this.starting.set(instanceId, starting);
     }
+    try {
+      return await starting;
+    } finally {
+      this.starting.delete(instanceId);
+    }
+  }
+
+  private async startNode(instanceId: string): Promise<NodeContext> {
+    const dir = join(this.options.workDir, instanceId);
+    mkdirSync(dir, { recursive: true });
+    const imdsEndpoint = await this.options.cloud.imds.endpointFor(instanceId);
+    const agent = this.options.shim
+      ? await startNodeAgent(this.options.binary, instanceId, dir, this.options.hostNet)
+      : undefined;
+    const ctx: NodeContext = {
+      imdsEndpoint,
+      dataDir: join(dir, 'data'),
+      logFile: join(dir, 'cni.log'),
+      eniIds: new Set(),
+      ...(agent ? { agent } : {}),
+      sent: { add: 0, del: 0 },
+    };
+    this.nodes.set(instanceId, ctx);
     return ctx;
+  }
+
+  /** Each running node's agent: `--keep` records these in the local state. */
+  agents(): readonly NodeAgent[] {
+    return [...this.nodes.values()].flatMap((n) => (n.agent ? [n.agent] : []));
+  }
+
+  /** Every agent of the run with its counters: running ones scraped now, stopped ones as they were at the stop. */
+  async agentLines(): Promise<readonly AgentLine[]> {
+    const live = await Promise.all(
+      [...this.nodes.values()].flatMap((n) => (n.agent ? [agentLine(n.agent, n.sent, true)] : [])),
+    );
+    return [...this.stopped, ...live];
   }
 
   async prepareNode(instanceId: string): Promise<void> {
@@ -92,6 +132,10 @@ export class CniPods implements PodDriver {
   async forgetNode(instanceId: string): Promise<void> {
     const ctx = this.nodes.get(instanceId);
     if (!ctx) return;
+    if (ctx.agent) {
+      this.stopped.push(await agentLine(ctx.agent, ctx.sent, false));
+      await ctx.agent.stop();
+    }
     for (const eniId of ctx.eniIds) await this.options.hostNet.removeEniLink(eniId);
     this.nodes.delete(instanceId);
   }
@@ -108,6 +152,7 @@ export class CniPods implements PodDriver {
 
   private async call(command: 'ADD' | 'DEL', pod: Pod): Promise<RunResult> {
     const ctx = await this.node(pod.instanceId);
+    ctx.sent[command === 'ADD' ? 'add' : 'del'] += 1;
     const env: Record<string, string> = {
       PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin',
       CNI_COMMAND: command,
@@ -132,8 +177,25 @@ export class CniPods implements PodDriver {
       logFile: ctx.logFile,
       reuseWaitMs: this.options.reuseWaitMs,
     };
-    return this.options.hostNet.track(() => runPlugin(this.options.binary, env, JSON.stringify(netconf)));
+    // Through the shim to the node's agent, as the runtime calls it on a node; the shim falls back on its own.
+    const executable = ctx.agent && this.options.shim ? this.options.shim : this.options.binary;
+    if (ctx.agent) env['VPC_LEASE_AGENT_SOCKET'] = ctx.agent.socketPath;
+    return this.options.hostNet.track(() => runPlugin(executable, env, JSON.stringify(netconf)));
   }
+}
+
+async function agentLine(
+  agent: NodeAgent,
+  sent: { readonly add: number; readonly del: number },
+  running: boolean,
+): Promise<AgentLine> {
+  let counts: AgentCounts = { add: 0, del: 0, viaAgent: 0, fallback: 0 };
+  try {
+    counts = await scrapeAgentCounts(agent.metricsUrl);
+  } catch {
+    // An agent that cannot be scraped shows zeros; the report's call counts then disagree, which is visible.
+  }
+  return { instanceId: agent.instanceId, metricsUrl: agent.metricsUrl, running, sent: { ...sent }, ...counts };
 }
 
 function errorOf(stdout: string): string {

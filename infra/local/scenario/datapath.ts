@@ -1,6 +1,7 @@
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { LightDynamoClient } from '../../../shared/dynamo/light-client.js';
 import { DynamoLeaseStore } from '../../../shared/lease-store/dynamo-lease-store.js';
+import { SHIM_BUILD_FILE } from '../../shim.js';
 import type { LocalCloud } from '../cloud.js';
 import { CniPods } from './cni-pods.js';
 import { type HostNet, probeHostNet } from './host-net.js';
@@ -60,7 +61,9 @@ export async function chooseDatapath(input: DatapathInput): Promise<DatapathChoi
   const workDir = join(input.localDir, 'nodes');
   CniPods.resetWorkDir(workDir);
   const stand = hostNet.linkKind === 'macvlan' ? ' (standing in for ipvlan, which this kernel does not have)' : '';
-  say(`pods: real CNI binary ${binary} in network namespaces; pod links are ${hostNet.linkKind}${stand}`);
+  say(
+    `pods: real CNI binary ${binary} in network namespaces, called through its shim and an agent per node; pod links are ${hostNet.linkKind}${stand}`,
+  );
   return {
     driver: new CniPods({
       binary,
@@ -69,6 +72,7 @@ export async function chooseDatapath(input: DatapathInput): Promise<DatapathChoi
       tableName: input.tableName,
       workDir,
       reuseWaitMs: input.reuseWaitMs,
+      shim: join(dirname(binary), SHIM_BUILD_FILE),
     }),
     reason: null,
   };

@@ -55,6 +55,7 @@ const alive = () => { try { process.kill(pid, 0); return true; } catch (e) { ret
 const reap = () => {
   let names = { namespaces: [], links: [] };
   try { names = JSON.parse(fs.readFileSync(file, 'utf8')); } catch {}
+  for (const p of names.pids || []) { try { process.kill(p, 'SIGKILL'); } catch {} }
   for (const n of names.namespaces) { try { execFileSync('ip', ['netns', 'del', n], { stdio: 'ignore' }); } catch {} }
   for (const l of names.links) { try { execFileSync('ip', ['link', 'del', l], { stdio: 'ignore' }); } catch {} }
   fs.rmSync(file, { force: true });
@@ -101,11 +102,28 @@ export class HostNet {
   /** Writes the names that exist (or are being made) for the reaper; synchronous so no update is lost. */
   private persist(): void {
     if (!this.reaperFile) return;
-    const names = { namespaces: [...this.namespaces], links: [...this.links.values(), ...this.scratch] };
+    const names = {
+      namespaces: [...this.namespaces],
+      links: [...this.links.values(), ...this.scratch],
+      pids: [...this.processes],
+    };
     writeFileSync(this.reaperFile, JSON.stringify(names));
   }
 
   private readonly scratch = new Set<string>();
+  private readonly processes = new Set<number>();
+
+  /** A process of the run (a node's agent): killed with the namespaces, by cleanup() or by the reaper. */
+  adoptProcess(pid: number): void {
+    this.processes.add(pid);
+    this.persist();
+  }
+
+  /** The process ended on its own (a stopped agent): nothing to kill any more. */
+  releaseProcess(pid: number): void {
+    this.processes.delete(pid);
+    this.persist();
+  }
 
   /**
    * Runs `work` (an `ip` command, a plugin process) as one the shutdown waits for: a command still running
@@ -227,6 +245,15 @@ export class HostNet {
   cleanup(): { links: number; namespaces: number } {
     this.closed = true;
     const removed = { links: 0, namespaces: 0 };
+    // Agents first: one still serving a call would use a namespace or link while it goes.
+    for (const pid of this.processes) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    this.processes.clear();
     for (const name of [...this.namespaces]) {
       try {
         execFileSync('ip', ['netns', 'del', name], { stdio: 'ignore' });

@@ -1,6 +1,7 @@
 import { instanceArn } from '../../../shared/domain/arn.js';
 import { partitionIdOfRegion } from '../../../shared/domain/partition.js';
 import type { LeaseStore } from '../../../shared/lease-store/port.js';
+import type { AgentLine, NodeAgent } from './node-agents.js';
 
 /**
  * How the scenario starts and stops pods. Two drivers: the real CNI binary in real namespaces (root), and —
@@ -32,6 +33,9 @@ export interface PodDriver {
   podAddress(pod: Pod): Promise<string | undefined>;
   forgetNode(instanceId: string): Promise<void>;
   close(): Promise<void>;
+  /** The CNI driver's per-node agents (none without the datapath). */
+  agents?(): readonly NodeAgent[];
+  agentLines?(): Promise<readonly AgentLine[]>;
 }
 
 /**

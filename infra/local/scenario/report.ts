@@ -1,4 +1,5 @@
 import { table } from '../../cli/table.js';
+import type { AgentLine } from './node-agents.js';
 
 /** The final report of `npm start`: printed as text for people, or as one JSON object with `--json`. */
 export interface LatencySummary {
@@ -59,6 +60,8 @@ export interface ScenarioReport {
   };
   /** CNI ADD/DEL as processes; in `lease-store` mode the plugin's store calls alone (claim, release). */
   readonly cni: { readonly add: LatencySummary; readonly del: LatencySummary };
+  /** In `cni` mode, each node's agent (the calls went shim → agent) and what its /metrics counted. */
+  readonly agents: readonly AgentLine[];
   readonly pods: { readonly started: number; readonly deleted: number; readonly running: number };
   readonly reconcile: {
     readonly marked: number;
@@ -157,8 +160,10 @@ export function renderReport(r: ScenarioReport): string {
   out.push(latencyLine(r.lifecycle.launchLabel, r.lifecycle.launch));
   out.push(latencyLine('terminate→GONE', r.lifecycle.terminate));
   const cni = r.datapath.mode === 'cni';
-  out.push(latencyLine(cni ? 'CNI ADD' : 'store claim', r.cni.add));
-  out.push(latencyLine(cni ? 'CNI DEL' : 'store release', r.cni.del));
+  const via = r.agents.length > 0 ? ' → agent' : '';
+  out.push(latencyLine(cni ? `CNI ADD${via}` : 'store claim', r.cni.add));
+  out.push(latencyLine(cni ? `CNI DEL${via}` : 'store release', r.cni.del));
+  if (r.agents.length > 0) out.push(agentsLine(r.agents));
   out.push('');
   out.push('Invariants (DESIGN.md)');
   for (const [k, v] of Object.entries(r.invariants))
@@ -172,6 +177,12 @@ export function renderReport(r: ScenarioReport): string {
       : `Kept: ${r.cleanup.namespaces} pod namespaces and ${r.cleanup.links} host links stay until Ctrl-C`,
   );
   return out.join('\n');
+}
+
+/** What the agents' own /metrics counted: every call served by an agent, or how many fell back. */
+function agentsLine(agents: readonly AgentLine[]): string {
+  const sum = (pick: (a: AgentLine) => number) => agents.reduce((s, a) => s + pick(a), 0);
+  return `  agents: ${agents.length} (one per node) counted ADD ${sum((a) => a.add)}/${sum((a) => a.sent.add)} sent, DEL ${sum((a) => a.del)}/${sum((a) => a.sent.del)}; ${sum((a) => a.viaAgent)} ran in the agent, ${sum((a) => a.fallback)} fell back to the plugin`;
 }
 
 export const INVARIANT_NAMES: Record<InvariantKey, string> = {

@@ -16,6 +16,7 @@ import { type Deployment, deployControlPlane } from './deploy.js';
 import { HooklessNodes } from './hookless-nodes.js';
 import { HostNet } from './host-net.js';
 import { checkAll } from './invariants.js';
+import type { NodeAgent } from './node-agents.js';
 import { NodeGroup, type ScenarioNodes } from './node-group.js';
 import type { ScenarioOptions } from './options.js';
 import type { PodDriver } from './pods.js';
@@ -45,6 +46,8 @@ export interface ScenarioRun {
   readonly deployment: Deployment;
   readonly vpcId: string;
   readonly subnetIds: readonly string[];
+  /** Each running node's agent (CNI datapath only): `--keep` records their metrics URLs. */
+  readonly agents: () => readonly NodeAgent[];
   /**
    * Stops the control plane and the cloud and removes every namespace and link the run made; returns how many
    * it removed. Idempotent.
@@ -246,7 +249,15 @@ export async function runScenario(
       reconcile,
       checked,
     });
-    return { report, cloud, deployment: dep, vpcId: network.vpcId, subnetIds: network.subnetIds, close };
+    return {
+      report,
+      cloud,
+      deployment: dep,
+      vpcId: network.vpcId,
+      subnetIds: network.subnetIds,
+      agents: () => pods.agents?.() ?? [],
+      close,
+    };
   } catch (err) {
     await close();
     throw err;
