@@ -51,6 +51,17 @@ export function chooseConfigs(env: NodeJS.ProcessEnv): { configs: string[]; seed
   return { configs: [...ROTATION[seed % ROTATION.length]!], seed };
 }
 
+/**
+ * Where `npm test` also runs the controls without their defence (each costs about a minute of the emulated guest
+ * per configuration): one configuration of the pair, the other one three seeds later, so six consecutive seeds
+ * see every configuration's controls fail without their defence. An explicit list runs them in each of its
+ * configurations.
+ */
+export function controlConfigs(chosen: { configs: readonly string[]; seed?: number }): string[] {
+  if (chosen.seed === undefined) return [...chosen.configs];
+  return [chosen.configs[Math.floor(chosen.seed / ROTATION.length) % chosen.configs.length]!];
+}
+
 export interface FabricRun {
   readonly results: CellResult[];
   readonly retries: PluginRetry[];
