@@ -9,8 +9,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  */
 export const LONGEST_FIRST: readonly string[] = [
   'test/fabric/fabric.test.ts', // ~400 s: the VPC fabric, two configurations, one VM boot
-  'test/vm/ipvlan-vm.test.ts', // ~300 s: the plugin on real ipvlan, one VM boot
-  'test/runtime/sea-vm.test.ts', // ~100 s: the single executable in a VM
+  'test/vm/ipvlan-vm.test.ts', // ~400 s: the ipvlan and single-executable guest suites, one VM boot
   'test/node/plugin-netns.test.ts', // ~80 s: the built plugin in real netns
 ];
 
