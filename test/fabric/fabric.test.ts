@@ -3,7 +3,9 @@ import { missing } from '../support/capabilities.js';
 import {
   ALL_CONFIGS,
   chooseConfigs,
+  controlConfigs,
   type FabricRun,
+  formatControls,
   formatMatrix,
   formatRun,
   runFabric,
@@ -19,18 +21,25 @@ import { RETRY_BUDGET } from './results.js';
  *
  * The VPC fabric matrix in one VM boot (real ipvlan, two nodes, kube-proxy's rules, the built plugin installed by
  * the installer). A FAIL fails the suite unless harness.ts's UNSUPPORTED documents it, and so does a run that
- * needed more than RETRY_BUDGET code-11 retries.
+ * needed more than RETRY_BUDGET code-11 retries. In one configuration of the run (controlConfigs) the controls also
+ * run with their defence removed (guest/defences.ts): each must fail for the missing defence's reason, then pass
+ * with it restored.
  */
 const skipReason = missing('vm', 'root');
 const { configs, seed } = chooseConfigs(process.env);
-const chosen = `${configs.join(', ')}${seed === undefined ? '' : ` (VPC_LEASE_FABRIC_SEED=${seed})`}`;
+const controlled = controlConfigs({ configs, ...(seed === undefined ? {} : { seed }) });
+const chosen = `${configs.join(', ')}${seed === undefined ? '' : ` (VPC_LEASE_FABRIC_SEED=${seed})`}; controls without their defence in ${controlled.join(', ')}`;
 let run: FabricRun | undefined;
 
 describe.skipIf(skipReason !== undefined)('VPC fabric in the VM', () => {
   beforeAll(async () => {
     process.stderr.write(`fabric configurations: ${chosen}\n`);
-    run = await runFabric({ verbose: process.env['VPC_LEASE_VM_VERBOSE'] === '1', only: configs.join(',') });
-    process.stderr.write(`${formatMatrix(run.results)}\n${formatRun(run)}\n`);
+    run = await runFabric({
+      verbose: process.env['VPC_LEASE_VM_VERBOSE'] === '1',
+      only: configs.join(','),
+      controls: controlled.join(','),
+    });
+    process.stderr.write(`${formatMatrix(run.results)}\n${formatRun(run)}\n${formatControls(run.results)}\n`);
   }, 2_500_000);
 
   it('ran every configuration', () => {
@@ -46,6 +55,18 @@ describe.skipIf(skipReason !== undefined)('VPC fabric in the VM', () => {
   it(`needed at most ${RETRY_BUDGET} code-11 retries of plugin calls`, () => {
     const retries = (run?.retries ?? []).map((r) => `${r.node} ${r.command} ${r.containerId}: ${r.msg}`);
     expect(retries.length, retries.join('\n')).toBeLessThanOrEqual(RETRY_BUDGET);
+  });
+
+  it('sees every control fail with its defence removed and pass with it back', () => {
+    for (const config of controlled) {
+      const rows = (run?.results ?? []).filter((r) => r.config === config && r.cell.startsWith('control '));
+      for (const defence of [/source\/destination check/, /delivery only to/, /IMDS .*-client/, /IMDS .*-noveth/])
+        for (const phase of ['without', 'with'])
+          expect(
+            rows.find((r) => r.cell.startsWith(`control ${phase} `) && defence.test(r.cell))?.ok,
+            `${config} ${phase} ${defence}`,
+          ).toBe(true);
+    }
   });
 
   it('keeps the controls and the IMDS cells in every configuration', () => {

@@ -51,6 +51,17 @@ export function chooseConfigs(env: NodeJS.ProcessEnv): { configs: string[]; seed
   return { configs: [...ROTATION[seed % ROTATION.length]!], seed };
 }
 
+/**
+ * Where `npm test` also runs the controls without their defence (each costs about a minute of the emulated guest
+ * per configuration): one configuration of the pair, the other one three seeds later, so six consecutive seeds
+ * see every configuration's controls fail without their defence. An explicit list runs them in each of its
+ * configurations.
+ */
+export function controlConfigs(chosen: { configs: readonly string[]; seed?: number }): string[] {
+  if (chosen.seed === undefined) return [...chosen.configs];
+  return [chosen.configs[Math.floor(chosen.seed / ROTATION.length) % chosen.configs.length]!];
+}
+
 export interface FabricRun {
   readonly results: CellResult[];
   readonly retries: PluginRetry[];
@@ -60,7 +71,15 @@ export interface FabricRun {
   readonly wallMs: number;
 }
 
-export async function runFabric(options: { verbose?: boolean; only?: string } = {}): Promise<FabricRun> {
+export interface FabricOptions {
+  readonly verbose?: boolean;
+  /** Configurations to run (comma-separated), default all six. */
+  readonly only?: string;
+  /** Configurations (or `all`) whose controls also run with their defence removed (guest/defences.ts). */
+  readonly controls?: string;
+}
+
+export async function runFabric(options: FabricOptions = {}): Promise<FabricRun> {
   const started = Date.now();
   const outDir = resolve('.test-results/fabric');
   const resultFile = join(outDir, 'results.json');
@@ -73,7 +92,10 @@ export async function runFabric(options: { verbose?: boolean; only?: string } = 
     outDir,
     timeoutS: 2_400,
     memMiB: 3072,
-    ...(options.only ? { env: { FABRIC_ONLY: options.only } } : {}),
+    env: {
+      ...(options.only ? { FABRIC_ONLY: options.only } : {}),
+      ...(options.controls ? { FABRIC_CONTROLS: options.controls } : {}),
+    },
     ...(options.verbose ? { onLine: (line: string) => process.stderr.write(`vm: ${line}\n`) } : {}),
   });
   const file: FabricResults = existsSync(resultFile)
@@ -96,6 +118,16 @@ export function formatRun(run: FabricRun): string {
     `fabric wall time: ${Math.round(run.wallMs / 1000)} s (configurations in the guest: ${configs.join(', ') || 'none'})`,
     `plugin calls retried on code 11: ${run.retries.length} (budget ${RETRY_BUDGET})`,
     ...run.retries.map((r) => `  ${r.node} ${r.command} ${r.containerId} attempt ${r.attempt}: ${r.details}: ${r.msg}`),
+  ].join('\n');
+}
+
+/** The controls' runs with and without their defence (guest/defences.ts), one line each with what the cell said. */
+export function formatControls(results: readonly CellResult[]): string {
+  const rows = results.filter((r) => r.cell.startsWith('control '));
+  if (rows.length === 0) return 'controls without their defence: not run';
+  return [
+    'controls without and with their defence:',
+    ...rows.map((r) => `  ${r.ok ? 'ok  ' : 'FAIL'} ${r.config} | ${r.cell}${r.detail ? ` — ${r.detail}` : ''}`),
   ].join('\n');
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ALL_CONFIGS, chooseConfigs, ROTATION } from './harness.js';
+import { ALL_CONFIGS, chooseConfigs, controlConfigs, ROTATION } from './harness.js';
 
 /** The fabric's rotation in `npm test` (no VM needed): the pairs cover every configuration, and a seed repeats. */
 describe('fabric configuration rotation', () => {
@@ -25,5 +25,16 @@ describe('fabric configuration rotation', () => {
     expect(chooseConfigs({ VPC_LEASE_FABRIC_CONFIGS: 'l3/pod' })).toEqual({ configs: ['l3/pod'] });
     expect(() => chooseConfigs({ VPC_LEASE_FABRIC_CONFIGS: 'l4/pod' })).toThrow(/unknown l4\/pod/);
     expect(() => chooseConfigs({ VPC_LEASE_FABRIC_SEED: '-1' })).toThrow(/whole number/);
+  });
+
+  it('runs the controls without their defence in every configuration within six consecutive seeds', () => {
+    for (const start of [0, 5, 41]) {
+      const seen = [0, 1, 2, 3, 4, 5].flatMap((i) =>
+        controlConfigs(chooseConfigs({ VPC_LEASE_FABRIC_SEED: String(start + i) })),
+      );
+      expect(seen.length, 'one configuration per seeded run').toBe(6);
+      expect(seen.sort()).toEqual([...ALL_CONFIGS].sort());
+    }
+    expect(controlConfigs({ configs: ['l2/boot', 'l3/pod'] })).toEqual(['l2/boot', 'l3/pod']);
   });
 });

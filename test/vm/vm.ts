@@ -159,7 +159,7 @@ function buildInitramfs(kernelVersion: string): string {
   }
 }
 
-function shellQuote(arg: string): string {
+export function shellQuote(arg: string): string {
   return `'${arg.replaceAll("'", `'\\''`)}'`;
 }
 

@@ -38,6 +38,7 @@ import {
 } from './cells.js';
 import { addPodNetns, Cluster, ROOT, shippedConfig } from './cluster.js';
 import { imdsLiftedIsSeen } from './controls.js';
+import { defendedControls, runDefended } from './defences.js';
 import { type FabricImds, startFabricImds } from './imds.js';
 import { buildFabric, cmd, ip, restore } from './net.js';
 import { type NodePods, type Pod, short } from './probes.js';
@@ -168,6 +169,7 @@ async function runConfig(
       for (const pod of [p[n.name]!.client, p[n.name]!.same, p[n.name]!.other]) await listening(pod.ns, 8080);
     await runCells(config, matrixCells(imds, nodes, p), out);
     if (out.some((r) => r.config === config && !r.ok)) writeDiagnostics(config, p);
+    if (controlsIn(config)) await runDefended(config, defendedControls(imds, nodes, p), out);
     // After the matrix: the lifted block must not overlap the IMDS cells' pods (the sibling gets its answers).
     await runCells(config, [imdsLiftedIsSeen(imds, p['node1']!.same, p['node1']!.client)], out);
     await runCells(config, [modeChangeCell(cluster, mode, p['node1']!)], out);
@@ -186,6 +188,12 @@ async function runConfig(
     });
     for (const n of nodes) for (const pod of pods[n.name]!) ip('netns', 'del', pod.ns);
   }
+}
+
+/** FABRIC_CONTROLS: the configurations (or `all`) whose controls also run with their defence removed. */
+function controlsIn(config: string): boolean {
+  const list = process.env['FABRIC_CONTROLS'];
+  return list === 'all' || (list?.split(',').includes(config) ?? false);
 }
 
 /** The run's code-11 retries against RETRY_BUDGET (each one is listed in the results file and the test's output). */

@@ -1,0 +1,90 @@
+/**
+ * Several guest suites in one VM boot. Each suite is an esbuild bundle run with plain node, one after the other,
+ * each in its own network and mount namespace (a fresh root netns and /run/netns), so a suite starts from a clean
+ * kernel state as it would after a boot of its own, without paying for one. A suite joins by exporting a
+ * GuestSuite and adding it to the list of the file that boots (test/vm/ipvlan-vm.test.ts).
+ */
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { expect, it } from 'vitest';
+import type { GuestCaseResult } from './guest/runner.js';
+import { bundleGuest, runInVm, shellQuote, writeNodePolicy } from './vm.js';
+
+export interface GuestSuite {
+  /** A short name: the suite's folder under the run's output folder and its tag in the console. */
+  readonly name: string;
+  /** The guest's entry point, bundled with bundleGuest. */
+  readonly entry: string;
+  /** Seconds the suite may take in the guest (the boot's limit is their sum). */
+  readonly timeoutS: number;
+  /**
+   * Builds what the guest needs into `dir` and returns the guest's arguments after the result file (the node
+   * policy is written once for every suite, at `policyFile`).
+   */
+  prepare(dir: string, policyFile: string): Promise<string[]>;
+}
+
+export interface SuiteRun {
+  readonly results: GuestCaseResult[];
+  /** The guest's exit status; undefined when it never finished (the VM died or timed out first). */
+  readonly exitCode: number | undefined;
+  /** What the suite printed, its end (for a failure message). */
+  readonly consoleTail: string;
+}
+
+const START = 'VPC-SUITE-START';
+const END = 'VPC-SUITE-EXIT';
+
+/** Boots one VM and runs every suite in order; the results by suite name. */
+export async function runGuestSuites(
+  suites: readonly GuestSuite[],
+  outDir: string,
+  options: { onLine?: (line: string) => void } = {},
+): Promise<Map<string, SuiteRun>> {
+  rmSync(outDir, { recursive: true, force: true });
+  mkdirSync(outDir, { recursive: true });
+  const policyFile = await writeNodePolicy(outDir);
+  const steps: string[] = [];
+  for (const suite of suites) {
+    const dir = join(outDir, suite.name);
+    mkdirSync(dir, { recursive: true });
+    const bundle = join(dir, 'guest.mjs');
+    await bundleGuest(suite.entry, bundle);
+    const args = await suite.prepare(dir, policyFile);
+    const argv = ['node', bundle, join(dir, 'results.json'), ...args].map(shellQuote).join(' ');
+    // Every word is ours (paths and names of this repository's suites): nothing untrusted reaches the shell.
+    steps.push(
+      `echo ${START} ${suite.name}`,
+      `unshare --mount --net sh -c 'mount -t tmpfs tmpfs /run/netns && exec "$@"' sh ${argv}`,
+      `echo ${END} ${suite.name}=$?`,
+    );
+  }
+  const timeoutS = suites.reduce((sum, s) => sum + s.timeoutS, 0);
+  const run = await runInVm(['sh', '-c', steps.join('\n')], { outDir, timeoutS, onLine: options.onLine });
+  const runs = new Map<string, SuiteRun>();
+  for (const suite of suites) {
+    const resultFile = join(outDir, suite.name, 'results.json');
+    const results = existsSync(resultFile) ? (JSON.parse(readFileSync(resultFile, 'utf8')) as GuestCaseResult[]) : [];
+    const from = run.console.indexOf(`${START} ${suite.name}`);
+    const exit = new RegExp(`${END} ${suite.name}=(\\d+)`).exec(run.console);
+    const own = from < 0 ? run.console : run.console.slice(from, exit ? exit.index + exit[0].length : undefined);
+    runs.set(suite.name, { results, exitCode: exit ? Number(exit[1]) : undefined, consoleTail: own.slice(-4000) });
+  }
+  return runs;
+}
+
+/**
+ * One test per case the guest must run (by name, from the list the guest itself runs), plus one that it ran no
+ * other: a case that never ran (the guest died, or never started) fails as such, with the suite's console.
+ */
+export function guestCaseTests(expected: readonly string[], run: () => SuiteRun | undefined): void {
+  it.each(expected)('guest: %s', (name) => {
+    const result = run()?.results.find((r) => r.name === name);
+    expect(result, `never ran; guest console:\n${run()?.consoleTail}`).toBeDefined();
+    expect(result?.ok, result?.error).toBe(true);
+  });
+
+  it('ran no case the host does not know of', () => {
+    expect((run()?.results ?? []).map((r) => r.name).filter((n) => !expected.includes(n))).toEqual([]);
+  });
+}
