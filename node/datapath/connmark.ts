@@ -43,7 +43,8 @@ const HOST_CHAIN = 'VPC-LEASE-NODEPORT';
 const FORWARD_CHAIN = 'VPC-LEASE-FORWARD';
 const SNAT_CHAIN = 'VPC-LEASE-SNAT';
 const HOST_VETH_PREFIX = 'vlh+';
-const SPAWN_TIMEOUT_MS = 10_000;
+/** Far inside the runtime's own CNI timeout; a loaded or emulated node can take seconds to start iptables. */
+const SPAWN_TIMEOUT_MS = 30_000;
 const SAFE_PATH = '/usr/sbin:/usr/bin:/sbin:/bin';
 
 export class IptablesError extends VpcLeaseError {}
