@@ -20,6 +20,7 @@ const OPTIONS = {
   dlq: { type: 'string' },
   'prefix-delegation': { type: 'boolean' },
   'max-pods-cap': { type: 'string' },
+  'ip-family': { type: 'string' },
   'from-ec2': { type: 'boolean' },
   'time-scale': { type: 'string' },
 } as const;

@@ -27,6 +27,7 @@ export const CONTEXT_KEYS = [
   'securityGroupIds',
   'nodeImageUri',
   'prefixDelegation',
+  'ipFamily',
   'prefixFallbackToAddresses',
   'minLeases',
   'warmLowLeases',
@@ -143,6 +144,8 @@ export function appSettingsFromContext(tryGet: (key: string) => unknown): AppSet
       securityGroups: list('securityGroupIds'),
       nodeImageUri: str('nodeImageUri'),
       prefixDelegation: bool('prefixDelegation'),
+      // The value is checked with the rest of the configuration (an enum), so a typo is a clear error.
+      ipFamily: str('ipFamily') as VpcLeaseAllocatorProps['ipFamily'],
       prefixFallbackToAddresses: bool('prefixFallbackToAddresses'),
       minLeases: int('minLeases'),
       warmLowLeases: int('warmLowLeases'),

@@ -27,6 +27,8 @@ export const EC2_ENI_MUTATIONS = [
   'ec2:ModifyNetworkInterfaceAttribute',
   'ec2:AssignPrivateIpAddresses',
   'ec2:UnassignPrivateIpAddresses',
+  'ec2:AssignIpv6Addresses',
+  'ec2:UnassignIpv6Addresses',
   'ec2:DeleteNetworkInterface',
 ] as const;
 

@@ -45,6 +45,12 @@ export interface VpcLeaseAllocatorProps {
   /** Assign /28 prefixes instead of single addresses. @default false */
   readonly prefixDelegation?: boolean;
   /**
+   * Pod address family: `ipv4`; `ipv6` (each pod ENI gets one /80, pods get addresses from it: the subnets need
+   * an IPv6 /64 and the instance type Nitro); `dual` (every pod gets one IPv4 and one IPv6 address on the same
+   * ENI). The node's DaemonSet must say the same (`VPC_LEASE_IP_FAMILY`). @default 'ipv4'
+   */
+  readonly ipFamily?: 'ipv4' | 'ipv6' | 'dual';
+  /**
    * With prefix delegation, take single addresses for a pod ENI when every candidate subnet refuses a /28
    * (`InsufficientCidrBlocks`: fragmented, addresses left). Off, such a launch is abandoned. @default true
    */
@@ -206,6 +212,7 @@ export function resolveAllocatorProps(props: VpcLeaseAllocatorProps): ResolvedAl
         clusterName: props.clusterName,
         tableName: tableName === undefined || Token.isUnresolved(tableName) ? PLACEHOLDER_TABLE : tableName,
         prefixDelegation: props.prefixDelegation,
+        ipFamily: props.ipFamily,
         prefixFallbackToAddresses: props.prefixFallbackToAddresses,
         podSubnetIds: podSubnetIds.map((id) => (Token.isUnresolved(id) ? PLACEHOLDER_SUBNET : id)),
         podSubnetTags: props.podSubnetTags,

@@ -46,6 +46,11 @@ export interface LaunchInterfaceSpec {
   readonly subnetId?: string;
   readonly secondaryPrivateIpAddressCount?: number;
   readonly ipv4PrefixCount?: number;
+  /** IPv6: addresses or /80 prefixes, by count or explicitly (one kind per interface, as EC2 allows). */
+  readonly ipv6AddressCount?: number;
+  readonly ipv6Addresses?: readonly string[];
+  readonly ipv6PrefixCount?: number;
+  readonly ipv6Prefixes?: readonly string[];
   readonly groupIds?: readonly string[];
   /** Default true, as for every ENI created at launch. */
   readonly deleteOnTermination?: boolean;

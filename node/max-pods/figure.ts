@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { errorMessage, ValidationError } from '../../shared/errors.js';
-import { type MaxPodsBreakdown, maxPodsBreakdown } from '../../shared/planner/max-pods.js';
+import { type IpFamilySetting, type MaxPodsBreakdown, maxPodsBreakdown } from '../../shared/planner/max-pods.js';
 import { CniError } from '../cni/errors.js';
 import { type PluginConfig, parseNetconf } from '../config/netconf.js';
 import { checkOverrides } from '../config/overrides.js';
@@ -61,11 +61,16 @@ export async function instanceTypeFromImds(config: PluginConfig, env: NodeJS.Pro
 /** The planner's figure for this type under this configuration: what the control plane records for the node. */
 export function nodeMaxPods(
   instanceType: string,
-  config: Pick<PluginConfig, 'prefixDelegation' | 'maxPodsCap'>,
+  config: Pick<PluginConfig, 'prefixDelegation' | 'maxPodsCap'> & { readonly ipFamily?: IpFamilySetting },
 ): MaxPodsBreakdown {
   const limits = shippedInstanceLimits(instanceType);
   if (!limits) throw new ValidationError(`unknown instance type ${instanceType} in the shipped instance-type table`);
-  return maxPodsBreakdown(limits, { prefixDelegation: config.prefixDelegation, capPods: config.maxPodsCap });
+  // ipFamily: the conflist key v6node's plugin config carries; kubelet must get the control plane's figure.
+  return maxPodsBreakdown(limits, {
+    prefixDelegation: config.prefixDelegation,
+    capPods: config.maxPodsCap,
+    ...(config.ipFamily ? { ipFamily: config.ipFamily } : {}),
+  });
 }
 
 export interface KubeletCheckOptions extends ConfigSource {

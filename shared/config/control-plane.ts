@@ -24,6 +24,12 @@ export const controlPlaneSchema = {
     doc: 'The lease table.',
   },
   prefixDelegation: { kind: 'bool', default: false, doc: 'Assign /28 prefixes instead of single addresses.' },
+  ipFamily: {
+    kind: 'enum',
+    default: 'ipv4',
+    values: ['ipv4', 'ipv6', 'dual'],
+    doc: 'Pod addresses: ipv4; ipv6 (one /80 per pod ENI); dual (an IPv6 lease beside every IPv4 lease, same ENI).',
+  },
   prefixFallbackToAddresses: {
     kind: 'bool',
     default: true,

@@ -26,6 +26,9 @@ export interface Ec2Eni {
   readonly primaryIp: string;
   readonly secondaryIps: readonly string[];
   readonly prefixes: readonly string[];
+  /** IPv6 addresses (canonical) and delegated /80s; absent when the ENI has none. */
+  readonly ipv6Addresses?: readonly string[];
+  readonly ipv6Prefixes?: readonly string[];
   /** `available`, `in-use`, `attaching`, … as EC2 reports it. */
   readonly status: string;
   readonly attachment?: Ec2Attachment;

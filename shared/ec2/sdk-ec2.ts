@@ -23,6 +23,7 @@ import {
   UnassignPrivateIpAddressesCommand,
 } from '@aws-sdk/client-ec2';
 import type { InstanceLimits } from '../domain/limits.js';
+import { canonicalIpv6, formatIpv6Cidr, parseIpv6Cidr } from '../ipv6.js';
 import { type Dimensions, METRIC_DIMENSIONS, METRIC_NAMES, type Metrics } from '../metrics.js';
 import { Ec2ApiError, toEc2ApiError } from './errors.js';
 import {
@@ -91,6 +92,7 @@ function toEni(n: NetworkInterface | InstanceNetworkInterface, fallback: Partial
       .filter((x) => !x.Primary && x.PrivateIpAddress !== undefined)
       .map((x) => x.PrivateIpAddress as string),
     prefixes: (n.Ipv4Prefixes ?? []).map((p) => p.Ipv4Prefix ?? '').filter((p) => p !== ''),
+    ...ipv6Members(n),
     status: n.Status ?? '',
     ...(a?.AttachmentId
       ? {
@@ -407,5 +409,20 @@ function toInstance(instanceId: string, instance: Instance): Ec2Instance {
       .map((n) => toEni(n, { availabilityZone, attachment: { instanceId } as Ec2Eni['attachment'] }))
       .sort((a, b) => (a.attachment?.deviceIndex ?? 0) - (b.attachment?.deviceIndex ?? 0)),
     tags: tagsOf(instance.Tags),
+  };
+}
+
+/** The ENI's IPv6 members in canonical form (lease keys compare by it), or none when it holds no IPv6. */
+function ipv6Members(n: {
+  Ipv6Addresses?: readonly { Ipv6Address?: string | undefined }[] | undefined;
+  Ipv6Prefixes?: readonly { Ipv6Prefix?: string | undefined }[] | undefined;
+}): { ipv6Addresses?: string[]; ipv6Prefixes?: string[] } {
+  const addresses = (n.Ipv6Addresses ?? []).flatMap((a) => (a.Ipv6Address ? [canonicalIpv6(a.Ipv6Address)] : []));
+  const prefixes = (n.Ipv6Prefixes ?? []).flatMap((p) =>
+    p.Ipv6Prefix ? [formatIpv6Cidr(parseIpv6Cidr(p.Ipv6Prefix))] : [],
+  );
+  return {
+    ...(addresses.length > 0 ? { ipv6Addresses: addresses } : {}),
+    ...(prefixes.length > 0 ? { ipv6Prefixes: prefixes } : {}),
   };
 }

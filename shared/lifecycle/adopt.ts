@@ -89,7 +89,11 @@ export async function adoptTemplateEnis(
     return refuse(`config: launch-template pod ENIs not adopted: ${reasons}`);
   }
   // The figure kubelet is given caps the leases, exactly as for a planned launch.
-  const maxPods = maxPodsFor(limits, { prefixDelegation: deps.config.prefixDelegation, capPods: deps.config.maxPods });
+  const maxPods = maxPodsFor(limits, {
+    prefixDelegation: deps.config.prefixDelegation,
+    capPods: deps.config.maxPods,
+    ipFamily: deps.config.ipFamily,
+  });
   const addresses = ours.reduce((n, e) => n + e.secondaryIps.length + e.prefixes.length * ADDRESSES_PER_PREFIX, 0);
   if (Math.min(addresses, maxPods) < deps.config.minLeases)
     return refuse(

@@ -266,6 +266,7 @@ async function planNode(
       limits,
       availabilityZone: instance.availabilityZone,
       prefixDelegation: config.prefixDelegation,
+      ipFamily: config.ipFamily,
       minLeases: config.minLeases,
       warmHighLeases: config.warmHighLeases,
       maxPods: config.maxPods,

@@ -1,6 +1,6 @@
 import { ADDRESSES_PER_PREFIX, type InstanceLimits } from '../domain/limits.js';
 import { PlanError } from './errors.js';
-import { addressesPerPodEni, maxPodsFor } from './max-pods.js';
+import { addressesPerPodEni, type IpFamilySetting, maxPodsFor } from './max-pods.js';
 import { rankSubnets, type SubnetCandidate } from './subnets.js';
 
 /** An interface the instance already has (the boot ENI at least), so its slot is not planned again. */
@@ -19,6 +19,8 @@ export interface LaunchPlanInput {
   readonly warmHighLeases: number;
   /** The configured cap on leases per node (kubelet's max-pods). */
   readonly maxPods: number;
+  /** ControlPlaneConfig.ipFamily: the recorded max-pods figure depends on it (max-pods.ts). Default ipv4. */
+  readonly ipFamily?: IpFamilySetting;
   /** Candidate subnets (boot subnet, or pod subnets by ids or tags); other AZs are ignored here. */
   readonly subnets: readonly SubnetCandidate[];
   readonly existing: readonly ExistingInterface[];
@@ -86,7 +88,11 @@ export function planLaunch(input: LaunchPlanInput): LaunchPlan {
   const { limits, prefixDelegation } = input;
   if (prefixDelegation && limits.hypervisor !== undefined && limits.hypervisor !== 'nitro')
     throw new PlanError('config', `prefix delegation needs a Nitro instance; ${limits.instanceType} is not one`);
-  const maxPods = maxPodsFor(limits, { prefixDelegation, capPods: input.maxPods });
+  const maxPods = maxPodsFor(limits, {
+    prefixDelegation,
+    capPods: input.maxPods,
+    ...(input.ipFamily ? { ipFamily: input.ipFamily } : {}),
+  });
   // The node's own figure, not just the configured cap: leases beyond what kubelet admits would never be claimed.
   const leaseCap = maxPods;
   const target = Math.min(Math.max(input.minLeases, input.warmHighLeases), leaseCap);

@@ -1,4 +1,5 @@
 import type { Lease } from '../domain/lease.js';
+import { addressOnEni } from '../domain/lease-address.js';
 import type { NodeRecord } from '../domain/node.js';
 import type { Ec2Eni } from '../ec2/port.js';
 import { eniInstanceOf } from '../ec2/tags.js';
@@ -78,7 +79,7 @@ export function detectDrift(input: DriftInput): DriftItem[] {
       const eni = eniById.get(lease.eniId);
       // An ENI missing from the snapshot is reported as eni-detached above (when recorded), not per address.
       if (!eni) continue;
-      const present = eni.secondaryIps.includes(lease.ip) || eni.prefixes.some((p) => inPrefix(p, lease.ip));
+      const present = addressOnEni(eni, lease.ip);
       if (!present)
         out.push({ kind: 'lease-without-address', instanceId: node.instanceId, eniId: eni.eniId, address: lease.ip });
     }

@@ -359,6 +359,13 @@ describe('vpc-lease CLI against the local cloud', () => {
     expect(prefix.json).toMatchObject({ maxPods: 110, addressesPerPodEni: 144, capPods: 110 });
     const capped = await f.cli('--json', 'max-pods', 'c5.4xlarge', '--max-pods-cap', '50');
     expect(capped.json).toMatchObject({ maxPods: 50 });
+    // IPv6: one /80 per pod ENI, so the cap decides; dual keeps the IPv4 figure; a bad family is a usage error.
+    const v6 = await f.cli('--json', 'max-pods', 'm5.large', '--ip-family', 'ipv6');
+    expect(v6.json).toMatchObject({ maxPods: 110, ipFamily: 'ipv6' });
+    expect((await f.cli('--json', 'max-pods', 'm5.large', '--ip-family', 'dual')).json).toMatchObject({ maxPods: 20 });
+    const badFamily = await f.cli('max-pods', 'm5.large', '--ip-family', 'ipv5');
+    expect(badFamily.code).toBe(2);
+    expect(badFamily.err).toContain('--ip-family');
 
     const unknown = await f.cli('limits', 'x9.huge');
     expect(unknown.code).toBe(1);

@@ -148,6 +148,29 @@ describe('Class: SdkEc2 (through the real SDK client against the EC2 simulator)'
     expect(metrics.total('Ec2Errors', { ClusterName: 'other' })).toBe(0);
   });
 
+  it("reads an ENI's IPv6 addresses and /80s in canonical form, and none on an IPv4-only ENI", async () => {
+    const { AssignIpv6AddressesCommand } = await import('@aws-sdk/client-ec2');
+    const make = (token: string) =>
+      h.ec2.createNetworkInterface({
+        subnetId: h.subnetId,
+        securityGroupIds: [],
+        ipCount: 0,
+        prefixCount: 0,
+        tags: { owner: 'test' },
+        clientToken: token,
+      });
+    const [v6, v4] = [await make('v6-1'), await make('v6-2')];
+    const out = await h.ec2.client.send(
+      new AssignIpv6AddressesCommand({ NetworkInterfaceId: v6.eniId, Ipv6PrefixCount: 1 }),
+    );
+    const prefix = out.AssignedIpv6Prefixes?.[0] as string;
+    const [seen] = await h.ec2.describeNetworkInterfaces({ eniIds: [v6.eniId] });
+    expect(seen?.ipv6Prefixes).toEqual([prefix]);
+    expect(seen?.ipv6Addresses).toBeUndefined();
+    const [plain] = await h.ec2.describeNetworkInterfaces({ eniIds: [v4.eniId] });
+    expect(plain).not.toHaveProperty('ipv6Prefixes');
+  });
+
   it('tags, untags and reads instance states in bulk through the same counting and classification', async () => {
     h.metrics.resetTotals();
     const eni = await h.ec2.createNetworkInterface({

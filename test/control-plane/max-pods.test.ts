@@ -2,11 +2,12 @@ import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { loadInstanceTypes } from '../../infra/local/ec2/catalog.js';
+import { nodeMaxPods } from '../../node/max-pods/figure.js';
 import { shippedInstanceLimits } from '../../node/max-pods/instance-types.js';
 import { expandInstanceRows, type InstanceTypeTable, instanceTypeRows } from '../../shared/domain/instance-types.js';
 import { PlanError } from '../../shared/planner/errors.js';
 import { planLaunch } from '../../shared/planner/launch-plan.js';
-import { leaseCapFor, maxPodsFor } from '../../shared/planner/max-pods.js';
+import { describeMaxPods, leaseCapFor, maxPodsBreakdown, maxPodsFor } from '../../shared/planner/max-pods.js';
 import { calculateExcessAddresses, calculateNeededAddresses } from '../../shared/pool/watermarks.js';
 import { allInstanceTypes, limitsOf } from './support/limits.js';
 
@@ -31,6 +32,42 @@ describe('Function: maxPodsFor (one figure for kubelet, the pool and the operato
     ['c6in.32xlarge', false, 500, 345],
   ])('%s (prefix delegation %s, cap %i) gets %i', (type, prefixDelegation, capPods, expected) => {
     expect(maxPodsFor(limitsOf(type), { prefixDelegation, capPods })).toBe(expected);
+  });
+
+  it.each([
+    // ipv6: each pod ENI's /80 outnumbers any cap, so the cap decides (EKS IPv6 clusters: 110, or 250).
+    ['m5.large', 'ipv6', 110, 110],
+    ['m5.large', 'ipv6', 250, 250],
+    ['t3.micro', 'ipv6', 110, 110],
+    // A Xen type gets no /80 at all: only the host-network pods.
+    ['m4.large', 'ipv6', 110, 2],
+    // No pod ENI: only the host-network pods, whatever the family.
+    ['hpc6id.32xlarge', 'ipv6', 110, 2],
+    // dual: every pod needs an IPv4 lease too, so the IPv4 figure holds (m5.large 2 × 9 + 2).
+    ['m5.large', 'dual', 110, 20],
+    ['t3.micro', 'ipv4', 110, 3],
+  ] as const)('%s in %s (cap %i) gets %i', (type, ipFamily, capPods, expected) => {
+    expect(maxPodsFor(limitsOf(type), { prefixDelegation: false, capPods, ipFamily })).toBe(expected);
+  });
+
+  it('the operator CLI, the node and the planner give one ipv6 figure', async () => {
+    const limits = limitsOf('m5.large');
+    const plan = planLaunch({
+      limits,
+      availabilityZone: 'us-east-1a',
+      prefixDelegation: false,
+      ipFamily: 'ipv6',
+      minLeases: 1,
+      warmHighLeases: 4,
+      maxPods: 110,
+      subnets: [{ subnetId: 'subnet-1', cidr: '10.0.0.0/20', availabilityZone: 'us-east-1a', availableIpCount: 4000 }],
+      existing: [{ deviceIndex: 0, networkCardIndex: 0 }],
+    });
+    expect(plan.maxPods).toBe(110);
+    expect(nodeMaxPods('m5.large', { prefixDelegation: false, maxPodsCap: 110, ipFamily: 'ipv6' }).maxPods).toBe(110);
+    expect(nodeMaxPods('m5.large', { prefixDelegation: false, maxPodsCap: 110 }).maxPods).toBe(20);
+    const b = maxPodsBreakdown(limits, { prefixDelegation: false, capPods: 110, ipFamily: 'ipv6' });
+    expect(describeMaxPods(b)).toEqual(['110', '  = cap 110 (2 pod ENIs, one /80 each: more addresses than any cap)']);
   });
 
   it('leaseCapFor: the recorded figure, unless the cap is lower; the cap alone before a figure is recorded', () => {

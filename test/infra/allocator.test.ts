@@ -41,6 +41,7 @@ describe('Construct: VpcLeaseAllocator', () => {
       maxConcurrency: 7,
       warmLowLeases: 2,
       warmHighLeases: 9,
+      ipFamily: 'dual',
     }));
     functions = functionsByDescription(template);
     tableId = onlyLogicalId(template, 'AWS::DynamoDB::Table');
@@ -214,7 +215,9 @@ describe('Construct: VpcLeaseAllocator', () => {
           securityGroupIds: ['sg-0bbbbbbbbbbbbbbbb'],
           warmLowLeases: 2,
           warmHighLeases: 9,
+          ipFamily: 'dual',
         });
+        expect(vars.VPC_LEASE_IP_FAMILY).toBe('dual');
         expect(QUEUE_URL_ENV in vars).toBe(name === 'instance-lifecycle');
       }
     });
@@ -371,6 +374,10 @@ describe('Construct: VpcLeaseAllocator options', () => {
     for (const vars of withBuckets)
       expect(parseEc2Buckets(String(vars[EC2_BUCKETS_ENV]), EC2_BUCKETS_ENV)).toEqual(raised);
     for (const vars of variables(synthAllocator().template)) expect(EC2_BUCKETS_ENV in vars).toBe(false);
+  });
+
+  it('refuses an unknown ipFamily before building anything', () => {
+    expect(() => synthAllocator({ ipFamily: 'ipv7' as 'ipv6' })).toThrow(/ipFamily: must be one of ipv4, ipv6, dual/);
   });
 
   it('creates no hooks and no lifecycle rule but still the terminated rule when no group is attached', () => {

@@ -28,6 +28,8 @@ const EC2_ACTIONS = [
   'ec2:AttachNetworkInterface',
   'ec2:AssignPrivateIpAddresses',
   'ec2:UnassignPrivateIpAddresses',
+  'ec2:AssignIpv6Addresses',
+  'ec2:UnassignIpv6Addresses',
   'ec2:DeleteNetworkInterface',
   'ec2:ModifyNetworkInterfaceAttribute',
   'ec2:CreateTags',
@@ -248,6 +250,8 @@ describe('Policy: Lambda roles (EC2 scoped by tags)', () => {
       'ec2:AttachNetworkInterface',
       'ec2:AssignPrivateIpAddresses',
       'ec2:UnassignPrivateIpAddresses',
+      'ec2:AssignIpv6Addresses',
+      'ec2:UnassignIpv6Addresses',
       'ec2:ModifyNetworkInterfaceAttribute',
       'ec2:DeleteNetworkInterface',
     ]) {

@@ -332,6 +332,29 @@ describe('detectDrift', () => {
     );
   });
 
+  it("checks IPv6 leases against the ENI's /80 and IPv6 addresses", () => {
+    const v6 = (ip: string): Lease => ({ ...lease(ip), subnetCidr: '2600:1f18::/64', gateway: '2600:1f18::1' });
+    const withV6: Ec2Eni = {
+      ...attached('eni-a', ['10.0.0.10']),
+      ipv6Prefixes: ['2600:1f18:0:0:8c3e::/80'],
+      ipv6Addresses: ['2600:1f18::77'],
+    };
+    const drift = detectDrift({
+      nowMs: NOW,
+      graceMs: 60_000,
+      nodes: [n],
+      leasesByNode: new Map([
+        [
+          n.instanceArn,
+          [lease('10.0.0.10'), v6('2600:1f18::8c3e:0:0:1'), v6('2600:1f18::77'), v6('2600:1f18::8c3f:0:0:1')],
+        ],
+      ]),
+      enis: [withV6],
+      instanceStates: new Map([[instanceId, 'running']]),
+    });
+    expect(drift.map((d) => [d.kind, d.address])).toEqual([['lease-without-address', '2600:1f18::8c3f:0:0:1']]);
+  });
+
   it('checks launch-template ENIs by their attachment (no instance tag), but never the template-tagged boot ENI', () => {
     const template = { [ENI_TAGS.owner]: 'launch-template' };
     const adopted = { ...attached('eni-a', ['10.0.0.10', '10.0.0.21'], template) };

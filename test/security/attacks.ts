@@ -323,6 +323,23 @@ export const ATTACKS: readonly Attack[] = [
     },
   },
   {
+    // IPv6 leases are lease items like any other (sort key ip#<address>): a node cannot create one either.
+    name: 'Forge an IPv6 lease (a /80 prefix) naming another node’s ENI',
+    iam: 'denied',
+    run: async (f) => {
+      const t = victimTarget(f, f.victims[0]!);
+      const forged = await forgedFree(f, t);
+      return answers([
+        setAttributes(f.attacker, leaseKey(f.attacker.arn, '2600:1f18::8c3e:0:0:5'), {
+          ...forged,
+          [A.prefix]: s('2600:1f18:0:0:8c3e::/80'),
+          [A.subnetCidr]: s('2600:1f18::/64'),
+          [A.gateway]: s('2600:1f18::1'),
+        }),
+      ]);
+    },
+  },
+  {
     name: 'Mark its own leases RELEASING, naming another node’s ENI, to trick an Unassign',
     iam: 'denied',
     run: async (f) => {

@@ -32,6 +32,7 @@ describe('Config: control plane', () => {
     ['tableName', 'x', /tableName: "x" is not a DynamoDB table name/],
     ['prefixDelegation', 'yes', /prefixDelegation: must be true or false/],
     ['prefixFallbackToAddresses', 'no', /prefixFallbackToAddresses: must be true or false/],
+    ['ipFamily', 'ipv7', /ipFamily: must be one of ipv4, ipv6, dual/],
     ['podSubnetIds', ['subnet-1'], /podSubnetIds: "subnet-1" is not a subnet id/],
     ['podSubnetIds', 'subnet-0123abcd', /podSubnetIds: must be a list of strings/],
     ['podSubnetTags', { a: 1 }, /podSubnetTags: must be an object of string values/],
@@ -60,6 +61,7 @@ describe('Config: control plane', () => {
         'clusterName',
         'tableName',
         'prefixDelegation',
+        'ipFamily',
         'prefixFallbackToAddresses',
         'podSubnetIds',
         'podSubnetTags',
@@ -99,10 +101,12 @@ describe('Config: control plane', () => {
     const config = parseControlPlaneConfig({
       clusterName: 'prod',
       prefixDelegation: true,
+      ipFamily: 'dual',
       podSubnetIds: ['subnet-0123abcd'],
       minLeases: 3,
     });
     const env = controlPlaneConfigToEnv(config);
+    expect(env['VPC_LEASE_IP_FAMILY']).toBe('dual');
     expect(env['VPC_LEASE_POD_SUBNET_IDS']).toBe('["subnet-0123abcd"]');
     expect(env['VPC_LEASE_MIN_LEASES']).toBe('3');
     expect(controlPlaneConfigFromEnv(env)).toEqual(config);

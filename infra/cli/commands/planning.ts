@@ -1,7 +1,12 @@
 import { parseControlPlaneConfig } from '../../../shared/config/control-plane.js';
 import { INSTANCE_TYPE_PATTERN } from '../../../shared/domain/instance-types.js';
 import type { InstanceLimits } from '../../../shared/domain/limits.js';
-import { describeMaxPods, maxPodsBreakdown, podEniSlots } from '../../../shared/planner/max-pods.js';
+import {
+  describeMaxPods,
+  type IpFamilySetting,
+  maxPodsBreakdown,
+  podEniSlots,
+} from '../../../shared/planner/max-pods.js';
 import { loadInstanceTypes } from '../../local/ec2/catalog.js';
 import { CliError, EXIT, UsageError } from '../errors.js';
 import type { CommandInput } from './command.js';
@@ -47,9 +52,10 @@ export const limitsCommand: Command = {
 
 export const maxPodsCommand: Command = {
   name: 'max-pods',
-  usage: 'vpc-lease max-pods <instance-type> [--prefix-delegation] [--max-pods-cap N] [--from-ec2]',
+  usage:
+    'vpc-lease max-pods <instance-type> [--prefix-delegation] [--ip-family ipv4|ipv6|dual] [--max-pods-cap N] [--from-ec2]',
   summary: "kubelet's --max-pods for vpc-lease pods on an instance type",
-  options: ['prefix-delegation', 'max-pods-cap', 'from-ec2'],
+  options: ['prefix-delegation', 'ip-family', 'max-pods-cap', 'from-ec2'],
   positionals: [1, 1],
   async run(input) {
     const limits = await limitsOf(input, input.line.positionals[0] ?? '');
@@ -64,7 +70,15 @@ export const maxPodsCommand: Command = {
     } catch (err) {
       throw new UsageError(`--max-pods-cap: ${(err as Error).message}`);
     }
-    const breakdown = maxPodsBreakdown(limits, { prefixDelegation, capPods });
+    const familyRaw = input.line.options['ip-family'];
+    let ipFamily: IpFamilySetting;
+    try {
+      // The same values and default as the control plane's `ipFamily` setting.
+      ipFamily = parseControlPlaneConfig(familyRaw === undefined ? {} : { ipFamily: familyRaw }).ipFamily;
+    } catch (err) {
+      throw new UsageError(`--ip-family: ${(err as Error).message}`);
+    }
+    const breakdown = maxPodsBreakdown(limits, { prefixDelegation, capPods, ipFamily });
     print(input, breakdown, () => describeMaxPods(breakdown));
     return 0;
   },

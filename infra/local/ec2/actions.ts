@@ -1,4 +1,5 @@
 import type {
+  AssignIpv6AddressesRequest,
   AssignPrivateIpAddressesRequest,
   AttachNetworkInterfaceRequest,
   CreateLaunchTemplateRequest,
@@ -15,6 +16,7 @@ import type {
   RunInstancesRequest,
   TagSpecification,
   TerminateInstancesRequest,
+  UnassignIpv6AddressesRequest,
   UnassignPrivateIpAddressesRequest,
 } from '@aws-sdk/client-ec2';
 import type { LaunchRequest } from '../ports.js';
@@ -31,6 +33,7 @@ import {
 import { Ec2ApiError, notFound } from './errors.js';
 import type { ClientTokens } from './idempotency.js';
 import { launchInstance, terminateInstance } from './instances.js';
+import { assignIpv6, unassignIpv6 } from './ipv6-enis.js';
 import { addressesPerLaunch, resolveLaunchInterfaces } from './launch-interfaces.js';
 import { createLaunchTemplate, launchInterfaceSpecs, requireLaunchTemplate, tagsOfType } from './launch-templates.js';
 import { INSTANCE_STATE_CODES, type Tags } from './model.js';
@@ -162,6 +165,12 @@ function createNetworkInterface(ctx: ActionContext, input: CreateNetworkInterfac
         : {}),
       prefixes: (input.Ipv4Prefixes ?? []).map((p) => p.Ipv4Prefix ?? ''),
       ...(input.Ipv4PrefixCount !== undefined ? { prefixCount: input.Ipv4PrefixCount } : {}),
+      ipv6: {
+        addresses: (input.Ipv6Addresses ?? []).map((a) => a.Ipv6Address ?? ''),
+        ...(input.Ipv6AddressCount !== undefined ? { count: input.Ipv6AddressCount } : {}),
+        prefixes: (input.Ipv6Prefixes ?? []).map((p) => p.Ipv6Prefix ?? ''),
+        ...(input.Ipv6PrefixCount !== undefined ? { prefixCount: input.Ipv6PrefixCount } : {}),
+      },
       tags: tagsFor(input.TagSpecifications, 'network-interface'),
     });
     return { NetworkInterface: eniView(ctx.world, eni), ClientToken: input.ClientToken };
@@ -219,6 +228,22 @@ function assignPrivateIpAddresses(ctx: ActionContext, input: AssignPrivateIpAddr
   };
 }
 
+function assignIpv6Addresses(ctx: ActionContext, input: AssignIpv6AddressesRequest): Output {
+  const eniId = input.NetworkInterfaceId ?? '';
+  ctx.world.requireSettled({ eniIds: [eniId] });
+  const result = assignIpv6(ctx.world, eniId, {
+    addresses: input.Ipv6Addresses ?? [],
+    ...(input.Ipv6AddressCount !== undefined ? { count: input.Ipv6AddressCount } : {}),
+    prefixes: input.Ipv6Prefixes ?? [],
+    ...(input.Ipv6PrefixCount !== undefined ? { prefixCount: input.Ipv6PrefixCount } : {}),
+  });
+  return {
+    NetworkInterfaceId: eniId,
+    AssignedIpv6Addresses: result.addresses,
+    AssignedIpv6Prefixes: result.prefixes,
+  };
+}
+
 function tagResources(ctx: ActionContext, input: CreateTagsRequest | DeleteTagsRequest, remove: boolean): Output {
   const resources = input.Resources ?? [];
   if (resources.length === 0)
@@ -240,12 +265,17 @@ function tagResources(ctx: ActionContext, input: CreateTagsRequest | DeleteTagsR
 export const HANDLERS: Readonly<Record<string, Handler>> = {
   ...DESCRIBE_HANDLERS,
   CreateVpc: (ctx, input: CreateVpcRequest) => {
-    const vpc = ctx.world.createVpc(input.CidrBlock ?? '');
+    const vpc = ctx.world.createVpc(input.CidrBlock ?? '', input.AmazonProvidedIpv6CidrBlock === true);
     for (const [k, v] of tagsFor(input.TagSpecifications, 'vpc')) vpc.tags.set(k, v);
     return { Vpc: vpcView(ctx.world, vpc.vpcId) };
   },
   CreateSubnet: (ctx, input: CreateSubnetRequest) => {
-    const subnet = ctx.world.createSubnet(input.VpcId ?? '', input.CidrBlock ?? '', input.AvailabilityZone);
+    const subnet = ctx.world.createSubnet(
+      input.VpcId ?? '',
+      input.CidrBlock ?? '',
+      input.AvailabilityZone,
+      input.Ipv6CidrBlock,
+    );
     for (const [k, v] of tagsFor(input.TagSpecifications, 'subnet')) subnet.tags.set(k, v);
     return { Subnet: subnetView(ctx.world, subnet.subnetId) };
   },
@@ -295,6 +325,17 @@ export const HANDLERS: Readonly<Record<string, Handler>> = {
       input.Ipv4Prefixes ?? [],
     );
     return {};
+  },
+  AssignIpv6Addresses: assignIpv6Addresses,
+  UnassignIpv6Addresses: (ctx, input: UnassignIpv6AddressesRequest) => {
+    const eniId = input.NetworkInterfaceId ?? '';
+    ctx.world.requireSettled({ eniIds: [eniId] });
+    const gone = unassignIpv6(ctx.world, eniId, input.Ipv6Addresses ?? [], input.Ipv6Prefixes ?? []);
+    return {
+      NetworkInterfaceId: eniId,
+      UnassignedIpv6Addresses: gone.addresses,
+      UnassignedIpv6Prefixes: gone.prefixes,
+    };
   },
   CreateTags: (ctx, input: CreateTagsRequest) => tagResources(ctx, input, false),
   DeleteTags: (ctx, input: DeleteTagsRequest) => tagResources(ctx, input, true),

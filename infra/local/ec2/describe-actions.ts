@@ -41,6 +41,7 @@ const ENI_FIELDS: Record<string, FieldGetter<EniRecord>> = {
   'private-ip-address': (e) => e.privateIps,
   'addresses.private-ip-address': (e) => e.privateIps,
   'ipv4-prefix': (e) => e.prefixes,
+  'ipv6-addresses.ipv6-address': (e) => e.ipv6Addresses,
   'group-id': (e) => e.groupIds,
   'attachment.instance-id': (e) => [e.attachment?.instanceId],
   'attachment.attachment-id': (e) => [e.attachment?.attachmentId],

@@ -1,4 +1,13 @@
 import { Ec2ApiError, notFound } from './errors.js';
+import {
+  checkIpv6Kinds,
+  checkIpv6OnAttach,
+  claimIpv6,
+  type Ipv6Spec,
+  ipv6LimitExceeded,
+  ipv6Wanted,
+  releaseIpv6,
+} from './ipv6-enis.js';
 import type { EniRecord, Tags } from './model.js';
 import type { SubnetPool } from './subnet-pool.js';
 import type { Ec2World } from './world.js';
@@ -12,6 +21,7 @@ export interface CreateEniSpec {
   readonly secondaryCount?: number;
   readonly prefixes?: readonly string[];
   readonly prefixCount?: number;
+  readonly ipv6?: Ipv6Spec;
   readonly tags?: Tags;
 }
 
@@ -93,6 +103,10 @@ export function createEni(world: Ec2World, spec: CreateEniSpec): EniRecord {
   const limit = world.maxIpv4PerEniAnyType();
   const eniId = world.random.id('eni');
   if (wantedSlots > limit) throw ipLimitExceeded(eniId, limit);
+  const ipv6 = spec.ipv6 ?? {};
+  checkIpv6Kinds(ipv6);
+  const ipv6Asked = ipv6Wanted(ipv6);
+  if (ipv6Asked.addresses + ipv6Asked.prefixes > limit) throw ipv6LimitExceeded(eniId, limit);
 
   const claims = new Claims(subnet.pool);
   try {
@@ -102,6 +116,7 @@ export function createEni(world: Ec2World, spec: CreateEniSpec): EniRecord {
     privateIps.push(...claims.anyAddresses(secondaryCount));
     const prefixes = (spec.prefixes ?? []).map((p) => claims.prefix(p));
     prefixes.push(...claims.anyPrefixes(prefixCount));
+    const { ipv6Addresses, ipv6Prefixes } = claimIpv6(subnet, ipv6);
     const now = world.timeline.nowMs();
     const eni: EniRecord = {
       eniId,
@@ -112,6 +127,8 @@ export function createEni(world: Ec2World, spec: CreateEniSpec): EniRecord {
       description: spec.description ?? '',
       privateIps,
       prefixes,
+      ipv6Addresses,
+      ipv6Prefixes,
       groupIds,
       sourceDestCheck: true,
       tags: new Map(spec.tags ?? []),
@@ -183,6 +200,7 @@ export function attachEni(world: Ec2World, spec: AttachSpec): string {
     );
   }
   if (slotsUsed(eni) > limits.ipv4PerEni) throw ipLimitExceeded(eni.eniId, limits.ipv4PerEni);
+  checkIpv6OnAttach(eni, limits);
 
   const attachment = {
     attachmentId: world.random.id('eni-attach'),
@@ -237,6 +255,7 @@ export function removeEni(world: Ec2World, eni: EniRecord): void {
   const pool = world.subnet(eni.subnetId).pool;
   for (const ip of eni.privateIps) pool.release(ip);
   for (const prefix of eni.prefixes) pool.releasePrefix(prefix);
+  releaseIpv6(world.subnet(eni.subnetId), eni);
   world.enis.delete(eni.eniId);
 }
 

@@ -2,6 +2,14 @@ import { ADDRESSES_PER_PREFIX, type InstanceLimits } from '../../../shared/domai
 import type { LaunchInterfaceSpec, LaunchRequest } from '../ports.js';
 import { createEni, removeEni } from './enis.js';
 import { Ec2ApiError } from './errors.js';
+import {
+  checkIpv6Kinds,
+  type Ipv6Spec,
+  ipv6LimitExceeded,
+  ipv6Wanted,
+  noPrefixesOn,
+  supportsPrefixes,
+} from './ipv6-enis.js';
 import type { EniRecord, SubnetRecord } from './model.js';
 import type { Ec2World } from './world.js';
 
@@ -101,17 +109,30 @@ function checkCounts(limits: InstanceLimits, interfaces: readonly ResolvedInterf
 function checkAddresses(limits: InstanceLimits, i: ResolvedInterface): void {
   const secondary = i.secondaryPrivateIpAddressCount ?? 0;
   const prefixes = i.ipv4PrefixCount ?? 0;
-  if (prefixes > 0 && limits.hypervisor !== undefined && limits.hypervisor !== 'nitro')
-    throw new Ec2ApiError(
-      'InvalidParameterValue',
-      `Prefix delegation (Ipv4PrefixCount) is not supported for instance type ${limits.instanceType}; it needs a Nitro instance.`,
-    );
+  if (prefixes > 0 && !supportsPrefixes(limits)) throw noPrefixesOn(limits, 'Ipv4PrefixCount');
   const slots = 1 + secondary + prefixes;
   if (slots > limits.ipv4PerEni)
     throw new Ec2ApiError(
       'PrivateIpAddressLimitExceeded',
       `Number of private addresses (${slots}) of the network interface at device index ${i.deviceIndex} exceeds the limit (${limits.ipv4PerEni}) for ${limits.instanceType}.`,
     );
+  const ipv6 = ipv6SpecOf(i);
+  checkIpv6Kinds(ipv6);
+  const wanted = ipv6Wanted(ipv6);
+  if (wanted.addresses + wanted.prefixes > limits.ipv4PerEni)
+    throw ipv6LimitExceeded(`at device index ${i.deviceIndex}`, limits.ipv4PerEni);
+  if (wanted.prefixes > 0 && !supportsPrefixes(limits)) throw noPrefixesOn(limits, 'Ipv6PrefixCount');
+  if (wanted.addresses + wanted.prefixes > 0 && !i.subnet.ipv6)
+    throw new Ec2ApiError('InvalidParameterValue', `The subnet '${i.subnet.subnetId}' has no IPv6 CIDR block.`);
+}
+
+function ipv6SpecOf(i: LaunchInterfaceSpec): Ipv6Spec {
+  return {
+    ...(i.ipv6Addresses ? { addresses: i.ipv6Addresses } : {}),
+    ...(i.ipv6AddressCount !== undefined ? { count: i.ipv6AddressCount } : {}),
+    ...(i.ipv6Prefixes ? { prefixes: i.ipv6Prefixes } : {}),
+    ...(i.ipv6PrefixCount !== undefined ? { prefixCount: i.ipv6PrefixCount } : {}),
+  };
 }
 
 /**
@@ -133,6 +154,7 @@ export function createLaunchEnis(
           groupIds: i.groupIds,
           ...(i.secondaryPrivateIpAddressCount ? { secondaryCount: i.secondaryPrivateIpAddressCount } : {}),
           ...(i.ipv4PrefixCount ? { prefixCount: i.ipv4PrefixCount } : {}),
+          ipv6: ipv6SpecOf(i),
           tags: new Map(Object.entries(tags)),
         }),
       );

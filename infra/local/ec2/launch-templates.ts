@@ -28,6 +28,10 @@ export function launchInterfaceSpecs(list: readonly SdkInterface[] | undefined):
         ? { secondaryPrivateIpAddressCount: n.SecondaryPrivateIpAddressCount }
         : {}),
       ...(n.Ipv4PrefixCount !== undefined ? { ipv4PrefixCount: n.Ipv4PrefixCount } : {}),
+      ...(n.Ipv6AddressCount !== undefined ? { ipv6AddressCount: n.Ipv6AddressCount } : {}),
+      ...(n.Ipv6Addresses !== undefined ? { ipv6Addresses: n.Ipv6Addresses.map((a) => a.Ipv6Address ?? '') } : {}),
+      ...(n.Ipv6PrefixCount !== undefined ? { ipv6PrefixCount: n.Ipv6PrefixCount } : {}),
+      ...(n.Ipv6Prefixes !== undefined ? { ipv6Prefixes: n.Ipv6Prefixes.map((p) => p.Ipv6Prefix ?? '') } : {}),
       ...(n.Groups !== undefined ? { groupIds: [...n.Groups] } : {}),
       ...(n.DeleteOnTermination !== undefined ? { deleteOnTermination: n.DeleteOnTermination } : {}),
       ...(n.AssociatePublicIpAddress !== undefined ? { associatePublicIpAddress: n.AssociatePublicIpAddress } : {}),

@@ -1,4 +1,5 @@
 import type { SimInstanceState } from '../ports.js';
+import type { Ipv6SubnetPool } from './ipv6-pool.js';
 import type { SubnetPool } from './subnet-pool.js';
 
 /** The simulator's records. Mutable on purpose: all changes happen synchronously inside one request. */
@@ -7,6 +8,8 @@ export type Tags = Map<string, string>;
 export interface VpcRecord {
   readonly vpcId: string;
   readonly cidrBlock: string;
+  /** The Amazon-provided /56, when the VPC has one. */
+  readonly ipv6CidrBlock?: string;
   readonly tags: Tags;
 }
 
@@ -17,6 +20,8 @@ export interface SubnetRecord {
   readonly availabilityZone: string;
   readonly availabilityZoneId: string;
   readonly pool: SubnetPool;
+  /** The subnet's /64 inside the VPC's /56 and its accounting, when it has one. */
+  readonly ipv6?: Ipv6SubnetPool;
   readonly tags: Tags;
   /** ModifySubnetAttribute MapPublicIpOnLaunch: a launch with ONE network interface gets a public IPv4. */
   mapPublicIpOnLaunch: boolean;
@@ -53,6 +58,9 @@ export interface EniRecord {
   privateIps: string[];
   /** Delegated /28 prefixes. */
   prefixes: string[];
+  /** IPv6 addresses (canonical) and delegated /80 prefixes; none unless the subnet has a /64. */
+  ipv6Addresses: string[];
+  ipv6Prefixes: string[];
   groupIds: string[];
   sourceDestCheck: boolean;
   readonly tags: Tags;

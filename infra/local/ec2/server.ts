@@ -81,10 +81,11 @@ function admin(sim: Ec2Simulator, method: string, path: string, body: Record<str
       const az = typeof body['availabilityZone'] === 'string' ? body['availabilityZone'] : undefined;
       const {
         pool: _pool,
+        ipv6,
         tags: _tags,
         ...subnet
       } = sim.seedSubnet(String(body['vpcId']), String(body['cidrBlock']), az);
-      return subnet;
+      return { ...subnet, ...(ipv6 ? { ipv6CidrBlock: ipv6.cidr } : {}) };
     }
     default:
       throw new RouteNotFound(route);

@@ -88,6 +88,8 @@ export interface Ec2Snapshot {
     subnetId: string;
     privateIps: string[];
     prefixes: string[];
+    ipv6Addresses: string[];
+    ipv6Prefixes: string[];
     tags: Record<string, string>;
     attachment: { instanceId: string; deviceIndex: number; status: string; deleteOnTermination: boolean } | undefined;
   }[];
@@ -121,7 +123,9 @@ export interface Ec2Admin {
   resumeAttachments(): void;
   counts(): Record<string, ActionCounts>;
   resetCounts(): void;
+  /** A VPC with an Amazon-provided IPv6 /56 (so the local world can run every `ipFamily`). */
   seedVpc(cidrBlock: string): VpcRecord;
+  /** A subnet with the VPC's next free /64 beside its IPv4 block. */
   seedSubnet(vpcId: string, cidrBlock: string, availabilityZone?: string): SubnetRecord;
   snapshot(): Ec2Snapshot;
 }
@@ -352,10 +356,11 @@ export class Ec2Simulator implements Ec2SimulatorApi, Ec2Admin {
     this.callCounts.clear();
   }
   seedVpc(cidrBlock: string): VpcRecord {
-    return this.world.createVpc(cidrBlock);
+    return this.world.createVpc(cidrBlock, true);
   }
   seedSubnet(vpcId: string, cidrBlock: string, availabilityZone?: string): SubnetRecord {
-    return this.world.createSubnet(vpcId, cidrBlock, availabilityZone);
+    const ipv6 = this.world.nextIpv6SubnetBlock(vpcId);
+    return this.world.createSubnet(vpcId, cidrBlock, availabilityZone, ipv6);
   }
   /** A plain summary of everything the simulator holds, for operators of `npm start` and for debugging. */
   snapshot(): Ec2Snapshot {
@@ -380,6 +385,8 @@ export class Ec2Simulator implements Ec2SimulatorApi, Ec2Admin {
         subnetId: e.subnetId,
         privateIps: [...e.privateIps],
         prefixes: [...e.prefixes],
+        ipv6Addresses: [...e.ipv6Addresses],
+        ipv6Prefixes: [...e.ipv6Prefixes],
         tags: Object.fromEntries(e.tags),
         attachment: e.attachment
           ? {

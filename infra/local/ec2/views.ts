@@ -36,6 +36,17 @@ export function vpcView(world: Ec2World, vpcId: string): Vpc {
         CidrBlockState: { State: 'associated' },
       },
     ],
+    Ipv6CidrBlockAssociationSet: vpc.ipv6CidrBlock
+      ? [
+          {
+            AssociationId: `vpc-cidr-assoc-6${vpc.vpcId.slice(5)}`,
+            Ipv6CidrBlock: vpc.ipv6CidrBlock,
+            Ipv6CidrBlockState: { State: 'associated' },
+            NetworkBorderGroup: world.config.region,
+            Ipv6Pool: 'Amazon',
+          },
+        ]
+      : undefined,
     Tags: tagList(vpc.tags),
   };
 }
@@ -53,6 +64,17 @@ export function subnetView(world: Ec2World, subnetId: string): Subnet {
     OwnerId: world.config.accountId,
     DefaultForAz: false,
     MapPublicIpOnLaunch: s.mapPublicIpOnLaunch,
+    AssignIpv6AddressOnCreation: false,
+    Ipv6Native: false,
+    Ipv6CidrBlockAssociationSet: s.ipv6
+      ? [
+          {
+            AssociationId: `subnet-cidr-assoc-${s.subnetId.slice(7)}`,
+            Ipv6CidrBlock: s.ipv6.cidr,
+            Ipv6CidrBlockState: { State: 'associated' },
+          },
+        ]
+      : undefined,
     SubnetArn: `arn:${partitionIdOfRegion(world.config.region)}:ec2:${world.config.region}:${world.config.accountId}:subnet/${s.subnetId}`,
     Tags: tagList(s.tags),
   };
@@ -94,6 +116,7 @@ export function eniView(world: Ec2World, eni: EniRecord): NetworkInterface {
     PrivateIpAddress: eni.privateIps[0],
     PrivateIpAddresses: eni.privateIps.map((ip, i) => ({ PrivateIpAddress: ip, Primary: i === 0 })),
     Ipv4Prefixes: eni.prefixes.length ? eni.prefixes.map((p) => ({ Ipv4Prefix: p })) : undefined,
+    ...ipv6Of(eni),
     Groups: groupRefs(world, eni.groupIds),
     TagSet: tagList(eni.tags),
     Attachment: a
@@ -108,6 +131,16 @@ export function eniView(world: Ec2World, eni: EniRecord): NetworkInterface {
           DeleteOnTermination: a.deleteOnTermination,
         }
       : undefined,
+  };
+}
+
+/** The IPv6 members both ENI shapes share (the SDK's NetworkInterface and InstanceNetworkInterface). */
+function ipv6Of(eni: EniRecord): Pick<NetworkInterface, 'Ipv6Addresses' | 'Ipv6Prefixes'> {
+  return {
+    Ipv6Addresses: eni.ipv6Addresses.length
+      ? eni.ipv6Addresses.map((Ipv6Address) => ({ Ipv6Address, IsPrimaryIpv6: false }))
+      : undefined,
+    Ipv6Prefixes: eni.ipv6Prefixes.length ? eni.ipv6Prefixes.map((Ipv6Prefix) => ({ Ipv6Prefix })) : undefined,
   };
 }
 
@@ -126,6 +159,7 @@ function instanceEniView(world: Ec2World, eni: EniRecord): InstanceNetworkInterf
     PrivateIpAddress: eni.privateIps[0],
     PrivateIpAddresses: eni.privateIps.map((ip, i) => ({ PrivateIpAddress: ip, Primary: i === 0 })),
     Ipv4Prefixes: eni.prefixes.length ? eni.prefixes.map((p) => ({ Ipv4Prefix: p })) : undefined,
+    ...ipv6Of(eni),
     Groups: groupRefs(world, eni.groupIds),
     Attachment: a
       ? {

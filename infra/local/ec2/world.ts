@@ -1,7 +1,9 @@
 import type { InstanceLimits } from '../../../shared/domain/limits.js';
 import { parseCidr } from '../../../shared/ipv4.js';
+import { ipv6Within, nthSubPrefix, parseIpv6Cidr } from '../../../shared/ipv6.js';
 import type { InstanceStateChange, SimInstanceState, SimLaunchTemplate } from '../ports.js';
 import { Ec2ApiError, notFound } from './errors.js';
+import { Ipv6SubnetPool } from './ipv6-pool.js';
 import type { EniRecord, InstanceRecord, SecurityGroupRecord, SubnetRecord, Tags, VpcRecord } from './model.js';
 import type { SeededRandom } from './random.js';
 import { SubnetPool } from './subnet-pool.js';
@@ -48,6 +50,8 @@ export class Ec2World {
   readonly launchTemplates = new Map<string, SimLaunchTemplate>();
   /** Public IPv4s come from a counter, not the seeded stream, so enabling them does not move other ids. */
   private publicIps = 0;
+  /** Amazon-provided /56s come from a counter too, for the same reason. */
+  private ipv6Blocks = 0;
   private readonly listeners = new Set<(change: InstanceStateChange) => void>();
   private attachmentsPaused = false;
   private readonly heldProgress: (() => void)[] = [];
@@ -78,17 +82,23 @@ export class Ec2World {
     return this.maxIpv4PerEni;
   }
 
-  createVpc(cidrBlock: string): VpcRecord {
+  /** `amazonIpv6`: CreateVpc's AmazonProvidedIpv6CidrBlock, a /56 from Amazon's pool. */
+  createVpc(cidrBlock: string, amazonIpv6 = false): VpcRecord {
     const cidr = parseCidrOrThrow(cidrBlock);
     if (cidr.prefixLength < 16 || cidr.prefixLength > 28) {
       throw new Ec2ApiError('InvalidVpc.Range', `The CIDR '${cidrBlock}' is invalid.`);
     }
-    const vpc: VpcRecord = { vpcId: this.random.id('vpc'), cidrBlock, tags: new Map() };
+    const vpc: VpcRecord = {
+      vpcId: this.random.id('vpc'),
+      cidrBlock,
+      ...(amazonIpv6 ? { ipv6CidrBlock: nthSubPrefix('2600:1f18::/32', 56, this.ipv6Blocks++) } : {}),
+      tags: new Map(),
+    };
     this.vpcs.set(vpc.vpcId, vpc);
     return vpc;
   }
 
-  createSubnet(vpcId: string, cidrBlock: string, availabilityZone?: string): SubnetRecord {
+  createSubnet(vpcId: string, cidrBlock: string, availabilityZone?: string, ipv6CidrBlock?: string): SubnetRecord {
     const vpc = this.vpc(vpcId);
     const cidr = parseCidrOrThrow(cidrBlock);
     const vpcCidr = parseCidr(vpc.cidrBlock);
@@ -119,11 +129,45 @@ export class Ec2World {
       availabilityZone: az,
       availabilityZoneId: `use1-az${az.charCodeAt(az.length - 1) - 96}`,
       pool: new SubnetPool(cidrBlock, this.random),
+      ...(ipv6CidrBlock !== undefined ? { ipv6: this.ipv6PoolFor(vpc, ipv6CidrBlock) } : {}),
       tags: new Map(),
       mapPublicIpOnLaunch: false,
     };
     this.subnets.set(subnet.subnetId, subnet);
     return subnet;
+  }
+
+  /** The next /64 of the VPC's /56 that no subnet holds: what a seeded dual-stack subnet gets. */
+  nextIpv6SubnetBlock(vpcId: string): string | undefined {
+    const vpc = this.vpc(vpcId);
+    if (vpc.ipv6CidrBlock === undefined) return undefined;
+    const taken = new Set([...this.subnets.values()].map((s) => s.ipv6?.cidr));
+    for (let i = 0; i < 256; i++) {
+      const block = nthSubPrefix(vpc.ipv6CidrBlock, 64, i);
+      if (!taken.has(block)) return block;
+    }
+    throw new Ec2ApiError('InvalidSubnet.Conflict', `No free /64 left in ${vpc.ipv6CidrBlock}`);
+  }
+
+  private ipv6PoolFor(vpc: VpcRecord, block: string): Ipv6SubnetPool {
+    if (vpc.ipv6CidrBlock === undefined) {
+      throw new Ec2ApiError('InvalidParameterValue', `The VPC '${vpc.vpcId}' has no IPv6 CIDR block.`);
+    }
+    let cidr: ReturnType<typeof parseIpv6Cidr>;
+    try {
+      cidr = parseIpv6Cidr(block);
+    } catch {
+      throw new Ec2ApiError('InvalidParameterValue', `Value (${block}) for parameter ipv6CidrBlock is invalid.`);
+    }
+    if (cidr.prefixLength !== 64 || !ipv6Within(vpc.ipv6CidrBlock, block)) {
+      throw new Ec2ApiError('InvalidSubnet.Range', `The IPv6 CIDR '${block}' is invalid.`);
+    }
+    for (const other of this.subnets.values()) {
+      if (other.vpcId === vpc.vpcId && other.ipv6 && other.ipv6.network === cidr.network) {
+        throw new Ec2ApiError('InvalidSubnet.Conflict', `The IPv6 CIDR '${block}' conflicts with another subnet`);
+      }
+    }
+    return new Ipv6SubnetPool(block, this.random);
   }
 
   createSecurityGroup(groupName: string, description: string, vpcId: string): SecurityGroupRecord {
