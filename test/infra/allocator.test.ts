@@ -41,7 +41,6 @@ describe('Construct: VpcLeaseAllocator', () => {
       maxConcurrency: 7,
       warmLowLeases: 2,
       warmHighLeases: 9,
-      ipFamily: 'dual',
     }));
     functions = functionsByDescription(template);
     tableId = onlyLogicalId(template, 'AWS::DynamoDB::Table');
@@ -215,9 +214,9 @@ describe('Construct: VpcLeaseAllocator', () => {
           securityGroupIds: ['sg-0bbbbbbbbbbbbbbbb'],
           warmLowLeases: 2,
           warmHighLeases: 9,
-          ipFamily: 'dual',
+          ipFamily: 'ipv4',
         });
-        expect(vars.VPC_LEASE_IP_FAMILY).toBe('dual');
+        expect(vars.VPC_LEASE_IP_FAMILY).toBe('ipv4');
         expect(QUEUE_URL_ENV in vars).toBe(name === 'instance-lifecycle');
       }
     });
@@ -374,6 +373,11 @@ describe('Construct: VpcLeaseAllocator options', () => {
     for (const vars of withBuckets)
       expect(parseEc2Buckets(String(vars[EC2_BUCKETS_ENV]), EC2_BUCKETS_ENV)).toEqual(raised);
     for (const vars of variables(synthAllocator().template)) expect(EC2_BUCKETS_ENV in vars).toBe(false);
+  });
+
+  it('refuses ipFamily ipv6 and dual while no launch writes IPv6 leases', () => {
+    for (const ipFamily of ['ipv6', 'dual'] as const)
+      expect(() => synthAllocator({ ipFamily })).toThrow(new RegExp(`ipFamily: '${ipFamily}' is not available yet`));
   });
 
   it('refuses an unknown ipFamily before building anything', () => {
