@@ -16,6 +16,12 @@ export const netconfSchema = {
     values: ['l2', 'l3', 'l3s'],
     doc: 'ipvlan mode of the pod links; l3/l3s route through one table per ENI and one rule per pod.',
   },
+  ipFamily: {
+    kind: 'enum',
+    default: 'ipv4',
+    values: ['ipv4', 'ipv6', 'dual'],
+    doc: 'What a pod gets: an IPv4 lease, an IPv6 lease, or one of each on the same ENI (dual); as the control plane’s ipFamily.',
+  },
   hostVeth: {
     kind: 'bool',
     default: true,
@@ -176,6 +182,24 @@ function serviceCidrProblems(cidrs: unknown, hostVeth: unknown): string[] {
 }
 
 /**
+ * What IPv6 pods do not have yet, refused rather than half built: the per-ENI tables and rules of L3/L3S carry
+ * IPv4 only, and the host veth routes IPv4 (a dual pod uses it for its IPv4 address; an IPv6-only pod has none).
+ */
+function ipFamilyProblems(netconf: Readonly<Record<string, unknown>>): string[] {
+  const family = netconf['ipFamily'];
+  if (family !== 'ipv6' && family !== 'dual') return [];
+  const problems: string[] = [];
+  const mode = netconf['mode'] ?? 'l2';
+  if (mode !== 'l2')
+    problems.push(`ipFamily: ${family} needs mode l2 (IPv6 tables and rules for ${mode} are not built yet)`);
+  if (family === 'ipv6' && netconf['hostVeth'] !== false)
+    problems.push(
+      'ipFamily: ipv6 needs hostVeth false (the host veth routes IPv4 only, and an ipv6 pod has no IPv4 address)',
+    );
+  return problems;
+}
+
+/**
  * Validates a netconf. Unknown fields are refused with code 2 (the spec lets a plugin refuse them, and a typo
  * like `mtU` silently ignored is worse); bad values of known fields with code 7, every problem at once.
  */
@@ -202,6 +226,7 @@ export function parseNetconf(netconf: Readonly<Record<string, unknown>>): Plugin
   const mtu = netconf['mtu'];
   if (typeof mtu === 'number' && mtu > 0 && mtu < 68) problems.push(`mtu: must be 0 or at least 68, got ${mtu}`);
   problems.push(...serviceCidrProblems(netconf['serviceCidrs'], netconf['hostVeth']));
+  problems.push(...ipFamilyProblems(netconf));
   const dynamoEndpoint = netconf['dynamoEndpoint'];
   const endpointProblem = typeof dynamoEndpoint === 'string' ? storeEndpointProblem(dynamoEndpoint) : undefined;
   if (endpointProblem) problems.push(`dynamoEndpoint: ${endpointProblem}`);

@@ -8,9 +8,19 @@ import { CniCode, CniError } from '../cni/errors.js';
 import { bringEniUp, type EniLinkState, eniLinkState, refuseBootEni } from './eni-link.js';
 import { openNetns } from './netns.js';
 import { inspectPodRouting, podRoutingSpec, setupPodRouting, withPodNetns } from './pod-routing.js';
-import type { Datapath, IpvlanMode, PodLink, PodLinkSpec, PodLinkState } from './port.js';
 import {
+  type Datapath,
+  type IpvlanMode,
+  type PodLink,
+  type PodLinkSpec,
+  type PodLinkState,
+  podAddresses,
+} from './port.js';
+import {
+  type AddressFamily,
   AF_INET,
+  AF_INET6,
+  afOf,
   attr,
   CREATE_EXCL,
   CREATE_REPLACE,
@@ -49,6 +59,8 @@ const IFLA_IPVLAN_MODE = 1;
  * second attachment may share it); the namespace goes with the pod.
  */
 export const IMDS_ADDRESS = '169.254.169.254';
+/** IMDS on IPv6 (Nitro instances): kept from pods the same way. */
+export const IMDS_ADDRESS_IPV6 = 'fd00:ec2::254';
 
 /** IFLA_INFO_KIND out of an IFLA_LINKINFO blob. */
 export function linkKind(linkinfo: Buffer | undefined): string | undefined {
@@ -152,14 +164,21 @@ export class NetlinkDatapath implements Datapath {
       );
       faultPoint(this.hooks, 'rename-link');
 
-      const ip = ipBytes(AF_INET, spec.ip);
-      await rtnl(`add ${spec.ip}/${spec.prefixLength} to ${spec.ifName}`, () =>
-        podSocket.newAddress(
-          { family: AF_INET, prefixlen: spec.prefixLength, index: linkIndex },
-          { local: ip, address: ip },
-          { ...opts, flags: CREATE_EXCL },
-        ),
-      );
+      const addresses = podAddresses(spec);
+      for (const address of addresses) {
+        const family = afOf(address.ip);
+        const ip = ipBytes(family, address.ip);
+        // No duplicate address detection: the address is the pod's by its lease, and DAD would hold the address
+        // tentative (unusable) for a second or more after ADD returned.
+        const flags = family === AF_INET6 ? { nodad: true as const } : undefined;
+        await rtnl(`add ${address.ip}/${address.prefixLength} to ${spec.ifName}`, () =>
+          podSocket.newAddress(
+            { family, prefixlen: address.prefixLength, index: linkIndex, ...(flags ? { flags } : {}) },
+            { local: ip, address: ip, ...(flags ? { flags } : {}) },
+            { ...opts, flags: CREATE_EXCL },
+          ),
+        );
+      }
       faultPoint(this.hooks, 'add-address');
 
       await rtnl(`bring ${spec.ifName} up`, () =>
@@ -167,29 +186,34 @@ export class NetlinkDatapath implements Datapath {
       );
       faultPoint(this.hooks, 'link-up');
 
-      await rtnl(`add the default route via ${spec.gateway}`, () =>
-        podSocket.newRoute(
-          { family: AF_INET, dstLen: 0, table: RT_TABLE_MAIN, protocol: 'BOOT', scope: 'UNIVERSE', type: 'UNICAST' },
-          { gateway: ipBytes(AF_INET, spec.gateway), oif: linkIndex },
-          { ...opts, flags: CREATE_EXCL },
-        ),
-      );
-      // EC2's IMDS answers any address of the instance, pods' included: without this a pod could read the node
-      // role's credentials. Unreachable in the pod's own table works in every mode, with or without the host veth.
-      await rtnl(`make ${IMDS_ADDRESS} unreachable from the pod`, () =>
-        podSocket.newRoute(
-          {
-            family: AF_INET,
-            dstLen: 32,
-            table: RT_TABLE_MAIN,
-            protocol: 'BOOT',
-            scope: 'UNIVERSE',
-            type: 'UNREACHABLE',
-          },
-          { dst: ipBytes(AF_INET, IMDS_ADDRESS) },
-          { ...opts, flags: CREATE_REPLACE },
-        ),
-      );
+      for (const address of addresses) {
+        const family = afOf(address.ip);
+        await rtnl(`add the default route via ${address.gateway}`, () =>
+          podSocket.newRoute(
+            { family, dstLen: 0, table: RT_TABLE_MAIN, protocol: 'BOOT', scope: 'UNIVERSE', type: 'UNICAST' },
+            { gateway: ipBytes(family, address.gateway), oif: linkIndex },
+            { ...opts, flags: CREATE_EXCL },
+          ),
+        );
+        // EC2's IMDS answers any address of the instance, pods' included: without this a pod could read the
+        // node role's credentials. Unreachable in the pod's own table works in every mode, with or without the
+        // host veth; Nitro serves IMDS on IPv6 too, so an IPv6 pod gets the same route for that address.
+        const imds = family === AF_INET6 ? IMDS_ADDRESS_IPV6 : IMDS_ADDRESS;
+        await rtnl(`make ${imds} unreachable from the pod`, () =>
+          podSocket.newRoute(
+            {
+              family,
+              dstLen: family === AF_INET6 ? 128 : 32,
+              table: RT_TABLE_MAIN,
+              protocol: 'BOOT',
+              scope: 'UNIVERSE',
+              type: 'UNREACHABLE',
+            },
+            { dst: ipBytes(family, imds) },
+            { ...opts, flags: CREATE_REPLACE },
+          ),
+        );
+      }
       faultPoint(this.hooks, 'add-route');
 
       // L3/L3S table and rule, host veth: each step pushes its undo on the same stack.
@@ -275,19 +299,29 @@ export class NetlinkDatapath implements Datapath {
       const index = link?.data.index;
       if (!link || index === undefined) return undefined;
       const addresses = (await rtnl('list pod addresses', () => socket.getAddresses(undefined, undefined, opts)))
-        .filter((a) => a.data.index === index && a.data.family === AF_INET && a.attrs.local)
-        .map((a) => `${ipOf(AF_INET, a.attrs.local)}/${a.data.prefixlen}`);
-      const routes = await rtnl('list pod routes', () => socket.getRoutes({ family: AF_INET }, undefined, opts));
-      const defaultRoute = routes.find(
-        (r) =>
-          r.data.family === AF_INET &&
-          r.data.dstLen === 0 &&
-          (r.attrs.table ?? r.data.table) === RT_TABLE_MAIN &&
-          r.attrs.oif === index &&
-          r.attrs.gateway,
-      );
+        .filter((a) => a.data.index === index && (a.data.scope ?? 0) === 0)
+        .flatMap((a) => {
+          const family = a.data.family === AF_INET6 ? AF_INET6 : AF_INET;
+          // IPv6 addresses come with IFA_ADDRESS alone (IFA_LOCAL is an IPv4 point-to-point notion).
+          const ip = a.data.family === family ? ipOf(family, a.attrs.local ?? a.attrs.address) : undefined;
+          return ip ? [`${ip}/${a.data.prefixlen}`] : [];
+        });
+      const routes = await rtnl('list pod routes', () => socket.getRoutes(undefined, undefined, opts));
+      const gatewayOf = (family: AddressFamily): string | undefined =>
+        ipOf(
+          family,
+          routes.find(
+            (r) =>
+              r.data.family === family &&
+              r.data.dstLen === 0 &&
+              (r.attrs.table ?? r.data.table) === RT_TABLE_MAIN &&
+              r.attrs.oif === index &&
+              r.attrs.gateway,
+          )?.attrs.gateway,
+        );
       const kind = linkKind(link.attrs.linkinfo);
-      const defaultGateway = ipOf(AF_INET, defaultRoute?.attrs.gateway);
+      const defaultGateway = gatewayOf(AF_INET);
+      const defaultGateway6 = gatewayOf(AF_INET6);
       return {
         ifName,
         ...(kind ? { kind } : {}),
@@ -296,6 +330,7 @@ export class NetlinkDatapath implements Datapath {
         up: link.data.flags?.up === true,
         addresses,
         ...(defaultGateway ? { defaultGateway } : {}),
+        ...(defaultGateway6 ? { defaultGateway6 } : {}),
       };
     });
   }

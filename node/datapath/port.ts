@@ -1,3 +1,5 @@
+import { parseCidr } from '../../shared/ipv4.js';
+import { parseIpv6Cidr } from '../../shared/ipv6.js';
 import type { EniLinkState } from './eni-link.js';
 import type { PodRouting } from './pod-routing.js';
 
@@ -19,9 +21,12 @@ export interface PodLinkSpec {
   readonly masterMac: string;
   /** The ENI's device index (from the lease): 0 is the boot ENI, which setup refuses and never reconfigures. */
   readonly deviceIndex: number;
+  /** The pod's address (IPv4, or IPv6 on an `ipv6` node), its subnet's prefix length and the VPC router. */
   readonly ip: string;
   readonly prefixLength: number;
   readonly gateway: string;
+  /** A dual-stack pod's IPv6 address beside the IPv4 one above (same ENI, same link). */
+  readonly ipv6?: PodAddress;
   /** 0 = the master's MTU (EC2_ENI_MTU once setup brought a down ENI up). */
   readonly mtu: number;
   readonly mode: IpvlanMode;
@@ -33,6 +38,25 @@ export interface PodLinkSpec {
    * refuses a different one.
    */
   readonly peers?: readonly { readonly netnsPath: string; readonly ifName: string }[];
+}
+
+export interface PodAddress {
+  readonly ip: string;
+  readonly prefixLength: number;
+  readonly gateway: string;
+}
+
+/**
+ * The prefix length a pod's address gets: its subnet's, in both families (an IPv6 pod takes the subnet's /64,
+ * as the VPC delivers the whole /64 on-link to every ENI in it, and as an IPv4 pod takes its subnet's mask).
+ */
+export function subnetPrefixLength(subnetCidr: string): number {
+  return subnetCidr.includes(':') ? parseIpv6Cidr(subnetCidr).prefixLength : parseCidr(subnetCidr).prefixLength;
+}
+
+/** Every address the pod's link carries, the spec's first. */
+export function podAddresses(spec: PodLinkSpec): PodAddress[] {
+  return [{ ip: spec.ip, prefixLength: spec.prefixLength, gateway: spec.gateway }, ...(spec.ipv6 ? [spec.ipv6] : [])];
 }
 
 export interface PodLink {
@@ -49,10 +73,12 @@ export interface PodLinkState {
   readonly mac: string;
   readonly mtu: number;
   readonly up: boolean;
-  /** CIDR notation, IPv4 only. */
+  /** CIDR notation, both families, global scope only (not the kernel's own fe80:: link-local address). */
   readonly addresses: readonly string[];
   /** Gateway of the main table's IPv4 default route through this link, if any. */
   readonly defaultGateway?: string;
+  /** Gateway of the main table's IPv6 default route through this link, if any. */
+  readonly defaultGateway6?: string;
 }
 
 export interface Datapath {

@@ -4,6 +4,7 @@ import type { RawNetlinkSocket } from 'netlink/dist/raw.js';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import { VpcLeaseError } from '../../shared/errors.js';
 import { formatIpv4, parseIpv4 } from '../../shared/ipv4.js';
+import { formatIpv6, ipFamilyOf, parseIpv6 } from '../../shared/ipv6.js';
 import { inNetns } from './native.js';
 
 /**
@@ -49,8 +50,14 @@ export function isGone(errno: number | undefined): boolean {
 }
 
 export const AF_INET = 2;
-/** The families the datapath encodes; AF_INET6 (10) joins this union with IPv6 pods. */
-export type AddressFamily = typeof AF_INET;
+export const AF_INET6 = 10;
+/** The families the datapath encodes. */
+export type AddressFamily = typeof AF_INET | typeof AF_INET6;
+
+/** The rtnetlink family of an address's text. */
+export function afOf(ip: string): AddressFamily {
+  return ipFamilyOf(ip) === 'ipv6' ? AF_INET6 : AF_INET;
+}
 export const RT_TABLE_MAIN = 254;
 export const REQUEST_TIMEOUT_MS = 5_000;
 /** NLM_F_CREATE | NLM_F_EXCL: a create never silently reuses an object someone else made. */
@@ -124,14 +131,17 @@ export function u32le(value: number): Buffer {
 
 /** An address in network order, as rtnetlink attributes carry it. */
 export function ipBytes(family: AddressFamily, ip: string): Buffer {
+  if (family === AF_INET6) return Buffer.from(parseIpv6(ip).toString(16).padStart(32, '0'), 'hex');
   if (family !== AF_INET) throw new RangeError(`address family ${family} is not supported`);
   const b = Buffer.alloc(4);
   b.writeUInt32BE(parseIpv4(ip));
   return b;
 }
 
-/** The text of an address attribute; undefined when absent or not of the family's length. */
+/** The text of an address attribute (IPv6 canonical); undefined when absent or not of the family's length. */
 export function ipOf(family: AddressFamily, payload: Buffer | undefined): string | undefined {
+  if (family === AF_INET6)
+    return payload?.length === 16 ? formatIpv6(BigInt(`0x${payload.toString('hex')}`)) : undefined;
   if (family !== AF_INET || payload?.length !== 4) return undefined;
   return formatIpv4(payload.readUInt32BE(0));
 }

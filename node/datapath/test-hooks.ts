@@ -15,6 +15,7 @@ import { ROUTING_STEPS, type RoutingStep } from './pod-routing.js';
  */
 export const FAULT_STEPS = [
   'journal-intent',
+  'between-claims',
   'claim',
   'journal-record',
   'find-master',

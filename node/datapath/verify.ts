@@ -1,4 +1,5 @@
-import type { Datapath, PodLinkSpec, PodLinkState } from './port.js';
+import { ipFamilyOf } from '../../shared/ipv6.js';
+import { type Datapath, type PodLinkSpec, type PodLinkState, podAddresses } from './port.js';
 
 export interface AttachmentCheck {
   /** Everything that differs from what ADD builds; empty when the attachment is intact. */
@@ -9,7 +10,7 @@ export interface AttachmentCheck {
 
 /**
  * The whole attachment against what ADD builds for `spec`: the ENI's interface on the host (present and up), the
- * pod's link (kind, up, address, default route), and what `spec.routing` asks for (the L3/L3S rule and table
+ * pod's link (kind, up, each address and its family's default route), and what `spec.routing` asks for (the L3/L3S rule and table
  * route, the host veth and its routes). CHECK reports the problems; a repeated ADD rebuilds when there are any.
  */
 export async function verifyAttachment(
@@ -23,13 +24,17 @@ export async function verifyAttachment(
   const problems: string[] = eni.up ? [] : [`ENI interface ${eni.name} (${spec.masterMac}) is down`];
   const link = await datapath.inspect(spec.netnsPath, spec.ifName);
   if (!link) return { problems: [...problems, `link ${spec.ifName} is missing in ${spec.netnsPath}`] };
-  const cidr = `${spec.ip}/${spec.prefixLength}`;
   if (link.kind !== linkKind) problems.push(`link ${spec.ifName} is ${link.kind ?? 'unknown'}, not ${linkKind}`);
   if (!link.up) problems.push(`link ${spec.ifName} is down`);
-  if (!link.addresses.includes(cidr))
-    problems.push(`link ${spec.ifName} lacks ${cidr} (has ${link.addresses.join(', ') || 'none'})`);
-  if (link.defaultGateway !== spec.gateway)
-    problems.push(`default route is via ${link.defaultGateway ?? 'nothing'}, not ${spec.gateway}`);
+  for (const address of podAddresses(spec)) {
+    const cidr = `${address.ip}/${address.prefixLength}`;
+    if (!link.addresses.includes(cidr))
+      problems.push(`link ${spec.ifName} lacks ${cidr} (has ${link.addresses.join(', ') || 'none'})`);
+    const v6 = ipFamilyOf(address.ip) === 'ipv6';
+    const gateway = v6 ? link.defaultGateway6 : link.defaultGateway;
+    if (gateway !== address.gateway)
+      problems.push(`${v6 ? 'IPv6 ' : ''}default route is via ${gateway ?? 'nothing'}, not ${address.gateway}`);
+  }
   if (spec.routing) problems.push(...(await datapath.inspectRouting({ ...spec, mtu: link.mtu })));
   return { problems, link };
 }

@@ -26,6 +26,8 @@ export interface AttachmentRecord {
   /** Set once the claim succeeded. */
   readonly ip?: string;
   readonly placement?: LeasePlacement;
+  /** A dual-stack pod's IPv6 lease (on the same ENI as `ip`'s): DEL releases it by address too. */
+  readonly ipv6?: { readonly ip: string; readonly subnetCidr: string; readonly gateway: string };
 }
 
 export class Journal {

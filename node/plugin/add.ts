@@ -2,14 +2,16 @@ import type { Lease } from '../../shared/domain/lease.js';
 import { sameHolder } from '../../shared/domain/lease.js';
 import { DynamoServiceError, isTransient } from '../../shared/dynamo/errors.js';
 import { StoreUnavailableError } from '../../shared/errors.js';
-import { parseCidr } from '../../shared/ipv4.js';
+import { ipFamilyOf } from '../../shared/ipv6.js';
+import { claimPodLeases, findPodLeases } from '../../shared/lease-store/claim-pair.js';
+import type { HolderRef, LeaseStore } from '../../shared/lease-store/port.js';
 import { CniCode, CniError } from '../cni/errors.js';
 import type { CniResult } from '../cni/result.js';
 import { appendResult, formatResult, parsePrevResult } from '../cni/result.js';
 import type { CniOutput } from '../cni/skel.js';
 import type { PluginConfig } from '../config/netconf.js';
 import { checkNetns } from '../datapath/netns.js';
-import type { PodLink, PodLinkSpec } from '../datapath/port.js';
+import { type PodLink, type PodLinkSpec, podAddresses, subnetPrefixLength } from '../datapath/port.js';
 import { teardownPodRouting } from '../datapath/routing-teardown.js';
 import { faultPoint } from '../datapath/test-hooks.js';
 import { UndoStack } from '../datapath/undo.js';
@@ -42,7 +44,9 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
     const holder = ctx.holder;
     const nowMs = ctx.nowMs();
 
-    let lease: Lease | undefined;
+    const family = config.ipFamily;
+    const wanted = family === 'dual' ? 2 : 1;
+    let leases: Lease[] = [];
     let reused = false;
     const fresh = journal.createIntent({
       containerId: req.containerId,
@@ -55,13 +59,16 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
       // A repeated ADD (its predecessor finished or died: we hold the lock). A complete record costs one GetItem
       // to confirm; an intent alone means a crash between the claim and its record, so ask the store.
       const record = journal.read(req.containerId, req.ifName);
-      if (record?.ip) {
-        const held = await store.getLease(arn, record.ip);
-        if (held?.state === 'CLAIMED' && held.holder && sameHolder(held.holder, holder)) lease = held;
+      const recorded = [record?.ip, record?.ipv6?.ip].filter((ip): ip is string => ip !== undefined);
+      if (recorded.length === wanted) {
+        const held = await Promise.all(recorded.map((ip) => store.getLease(arn, ip)));
+        if (held.every((l) => l?.state === 'CLAIMED' && l.holder && sameHolder(l.holder, holder)))
+          leases = held as Lease[];
       }
-      lease ??= await store.findByHolder(arn, req.containerId, req.ifName);
-      reused = lease !== undefined;
-      log.info('repeated ADD', { recorded: record?.ip, found: lease?.ip });
+      if (leases.length < wanted) leases = await findPodLeases(store, arn, req.containerId, req.ifName, family);
+      // A dual ADD that crashed between its two claims holds one lease: the claim below finds it and adds the other.
+      reused = leases.length === wanted;
+      log.info('repeated ADD', { recorded, found: leases.map((l) => l.ip) });
     }
     // From here the record is ours (fresh, or a finished or crashed ADD of the same attachment).
     // Kept when a claim's outcome stays unknown: the intent then tells the next ADD or DEL of this attachment to
@@ -75,23 +82,28 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
     // Load netlink (CPU-bound) while the claim's requests are on the wire; setImmediate lets them leave first.
     const datapathReady = new Promise<void>((resolve) => setImmediate(resolve)).then(() => ctx.datapath());
     datapathReady.catch(() => undefined); // awaited below; a failure is reported there, not as unhandled
-    if (!lease) {
+    if (!reused) {
       try {
-        lease = await store.claim(arn, holder, nowMs, { checkExisting: false });
+        leases = [
+          ...(await claimPodLeases(store, arn, holder, nowMs, family, { checkExisting: leases.length > 0 }, () =>
+            faultPoint(ctx.hooks, 'between-claims'),
+          )),
+        ];
       } catch (err) {
         // A claim that failed on the wire may still have landed (the write done, every answer lost): give back
         // whatever this attachment holds, or the runtime's retry of this ADD finds its own address taken.
         if (err instanceof StoreUnavailableError)
-          await store.release(arn, holder, ctx.nowMs(), config.reuseWaitMs).catch(() => {
+          await releaseHeld(store, arn, holder, ctx.nowMs(), config.reuseWaitMs, wanted).catch(() => {
             keepIntent = true;
           });
         throw err;
       }
     }
     marks['claim'] = performance.now();
-    const claimed = lease;
+    const [claimed, claimedV6] = leases as [Lease, Lease | undefined];
+    const ipv6Lease = family === 'dual' ? claimedV6 : undefined;
     undo.push('claim', async () => {
-      await store.release(arn, holder, ctx.nowMs(), config.reuseWaitMs, claimed.ip);
+      for (const lease of leases) await store.release(arn, holder, ctx.nowMs(), config.reuseWaitMs, lease.ip);
     });
     faultPoint(ctx.hooks, 'claim');
 
@@ -110,12 +122,15 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
         subnetCidr: claimed.subnetCidr,
         gateway: claimed.gateway,
       },
+      ...(ipv6Lease
+        ? { ipv6: { ip: ipv6Lease.ip, subnetCidr: ipv6Lease.subnetCidr, gateway: ipv6Lease.gateway } }
+        : {}),
     });
     recorded.catch(() => undefined); // awaited below or by the undo
     undo.push('journal-record', () => recorded.catch(() => undefined));
     faultPoint(ctx.hooks, 'journal-record');
 
-    const prefixLength = parseCidr(claimed.subnetCidr).prefixLength;
+    const prefixLength = subnetPrefixLength(claimed.subnetCidr);
     const datapath = await datapathReady;
     marks['netlink'] = performance.now();
     const routing = podRouting(config, req.containerId, claimed.deviceIndex);
@@ -127,6 +142,15 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
       ip: claimed.ip,
       prefixLength,
       gateway: claimed.gateway,
+      ...(ipv6Lease
+        ? {
+            ipv6: {
+              ip: ipv6Lease.ip,
+              prefixLength: subnetPrefixLength(ipv6Lease.subnetCidr),
+              gateway: ipv6Lease.gateway,
+            },
+          }
+        : {}),
       mtu: config.mtu,
       mode: config.mode,
       ...(routing ? { routing } : {}),
@@ -164,8 +188,11 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
 
     const ours: CniResult = {
       interfaces: [{ name: link.ifName, mac: link.mac, mtu: link.mtu, sandbox: link.sandbox }],
-      ips: [{ address: `${claimed.ip}/${prefixLength}`, gateway: claimed.gateway, interface: 0 }],
-      routes: [{ dst: '0.0.0.0/0', gw: claimed.gateway }],
+      ips: podAddresses(spec).map((a) => ({ address: `${a.ip}/${a.prefixLength}`, gateway: a.gateway, interface: 0 })),
+      routes: podAddresses(spec).map((a) => ({
+        dst: ipFamilyOf(a.ip) === 'ipv6' ? '::/0' : '0.0.0.0/0',
+        gw: a.gateway,
+      })),
       dns: {},
     };
     await recorded;
@@ -174,7 +201,14 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
     undo.commit();
     // Milliseconds since the process started, per phase: where a slow ADD spent its time.
     const sinceStartMs = Object.fromEntries(Object.entries(marks).map(([k, v]) => [k, Math.round(v)]));
-    log.info('added', { ip: claimed.ip, eniId: claimed.eniId, reused, identity: identity.source, sinceStartMs });
+    log.info('added', {
+      ip: claimed.ip,
+      ...(ipv6Lease ? { ipv6: ipv6Lease.ip } : {}),
+      eniId: claimed.eniId,
+      reused,
+      identity: identity.source,
+      sinceStartMs,
+    });
     return formatResult(prev ? appendResult(prev, ours) : ours, req.version);
   } catch (err) {
     await undo.unwind(err);
@@ -211,4 +245,16 @@ export function storeFailure(
       { cause: err },
     );
   return err;
+}
+
+/** Releases what a holder holds without knowing the addresses: one lookup and one write per lease. */
+async function releaseHeld(
+  store: LeaseStore,
+  arn: string,
+  holder: HolderRef,
+  nowMs: number,
+  reuseWaitMs: number,
+  most: number,
+): Promise<void> {
+  for (let i = 0; i < most; i++) if (!(await store.release(arn, holder, nowMs, reuseWaitMs))) return;
 }

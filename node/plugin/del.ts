@@ -1,3 +1,5 @@
+import type { Lease } from '../../shared/domain/lease.js';
+import { ipFamilyOf } from '../../shared/ipv6.js';
 import type { CniOutput } from '../cni/skel.js';
 import { checkNetns } from '../datapath/netns.js';
 import { teardownPodRouting } from '../datapath/routing-teardown.js';
@@ -37,32 +39,37 @@ export async function cmdDel(ctx: CallContext): Promise<CniOutput> {
     marks['teardown'] = performance.now();
     const identity = await ctx.identity();
     const store = await ctx.store();
-    const released = await store.release(
-      identity.instanceArn,
-      { containerId: req.containerId, ifName: req.ifName },
-      ctx.nowMs(),
-      config.reuseWaitMs,
-      record?.ip,
-    );
+    const holder = { containerId: req.containerId, ifName: req.ifName };
+    const released = await store.release(identity.instanceArn, holder, ctx.nowMs(), config.reuseWaitMs, record?.ip);
+    // A dual pod's IPv6 lease, by its recorded address. Lookups by the holder below find it when it is unknown.
+    const releasedV6 = record?.ipv6
+      ? await store.release(identity.instanceArn, holder, ctx.nowMs(), config.reuseWaitMs, record.ipv6.ip)
+      : undefined;
     // The journal knew an address that is not ours (anymore): a stale record; make sure by asking for the holder.
+    // Without a record, a dual pod (or one whose ADD crashed between its claims) may hold a second lease.
     const fallback =
       !released && record?.ip
-        ? await store.release(
-            identity.instanceArn,
-            { containerId: req.containerId, ifName: req.ifName },
-            ctx.nowMs(),
-            config.reuseWaitMs,
-          )
+        ? await store.release(identity.instanceArn, holder, ctx.nowMs(), config.reuseWaitMs)
         : undefined;
-    // Without a record the address was unknown until the store released it; its rule and table route go now.
-    const releasedLease = released ?? fallback;
+    const found: Lease[] = [];
+    const lookups = config.ipFamily === 'dual' && !(released && releasedV6) ? 2 : 0;
+    for (let i = 0; i < lookups; i++) {
+      const lease = await store.release(identity.instanceArn, holder, ctx.nowMs(), config.reuseWaitMs);
+      if (!lease) break;
+      found.push(lease);
+    }
+    // Without a record the address was unknown until the store released it; its rule and table route go now
+    // (the IPv4 lease's: the host veth and the L3 rules route IPv4).
+    const all = [released, fallback, ...found].filter((l): l is Lease => l !== undefined);
+    const releasedLease = all.find((l) => ipFamilyOf(l.ip) === 'ipv4') ?? all[0];
     if (routing && routing.podIp === undefined && releasedLease)
       await teardownPodRouting(netns, { ...routing, ...routingTeardown(config, req, releasedLease) });
     await Promise.all(pending);
     journal.remove(req.containerId, req.ifName);
     marks['release'] = performance.now();
     const sinceStartMs = Object.fromEntries(Object.entries(marks).map(([k, v]) => [k, Math.round(v)]));
-    log.info('deleted', { link, released: (released ?? fallback)?.ip ?? null, sinceStartMs });
+    const v6 = releasedV6 ?? all.find((l) => ipFamilyOf(l.ip) === 'ipv6');
+    log.info('deleted', { link, released: releasedLease?.ip ?? null, ...(v6 ? { ipv6: v6.ip } : {}), sinceStartMs });
     return undefined;
   } catch (err) {
     log.error('DEL failed', { err });

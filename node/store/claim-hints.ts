@@ -2,6 +2,7 @@ import { mkdirSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Lease, LeaseHolder } from '../../shared/domain/lease.js';
 import { isConditionalCheckFailed } from '../../shared/dynamo/errors.js';
+import type { IpFamily } from '../../shared/ipv6.js';
 import type { ClaimOptions, LeaseStore } from '../../shared/lease-store/port.js';
 
 /** The one request a hinted claim sends: the store's own conditional claim of a named lease at a known version. */
@@ -27,7 +28,7 @@ export class ClaimHints {
   ) {}
 
   /** Takes (removes) one hint claimable at `nowMs`, or undefined. */
-  take(nowMs: number): { ip: string; version: number } | undefined {
+  take(nowMs: number, family?: IpFamily): { ip: string; version: number } | undefined {
     let names: string[];
     try {
       names = readdirSync(this.dir);
@@ -36,7 +37,8 @@ export class ClaimHints {
     }
     const eligible = names
       .map((name) => ({ name, parts: name.split('_') }))
-      .filter(({ parts }) => parts.length === 3 && Number(parts[0]) <= nowMs && Number.isInteger(Number(parts[2])));
+      .filter(({ parts }) => parts.length === 3 && Number(parts[0]) <= nowMs && Number.isInteger(Number(parts[2])))
+      .filter(({ parts }) => !family || (parts[1]!.includes(':') ? 'ipv6' : 'ipv4') === family);
     while (eligible.length > 0) {
       const [pick] = eligible.splice(Math.floor(this.random() * eligible.length), 1);
       try {
@@ -74,10 +76,12 @@ export class HintedLeaseStore implements LeaseStore {
   ) {}
 
   async claim(instanceArn: string, holder: LeaseHolder, nowMs: number, options: ClaimOptions = {}): Promise<Lease> {
-    // A claim that must first look for the holder's own lease needs the Query anyway.
-    if (options.checkExisting ?? true) return this.inner.claim(instanceArn, holder, nowMs, options);
+    // A claim that must first look for the holder's own lease needs the Query anyway; so does one narrowed to an
+    // ENI (a dual pod's second lease), which a hint cannot tell.
+    if ((options.checkExisting ?? true) || options.eniId !== undefined)
+      return this.inner.claim(instanceArn, holder, nowMs, options);
     for (let i = 0; i < HINT_TRIES; i++) {
-      const hint = this.hints.take(nowMs);
+      const hint = this.hints.take(nowMs, options.family);
       if (!hint) break;
       try {
         return await this.table.claimItem(instanceArn, hint.ip, hint.version, holder, nowMs);

@@ -4,6 +4,7 @@ import type { NodeRecord } from '../domain/node.js';
 import type { DynamoApi } from '../dynamo/api.js';
 import { isConditionalCheckFailed } from '../dynamo/errors.js';
 import { LeaseConflictError, NoFreeLeaseError, ValidationError } from '../errors.js';
+import type { IpFamily } from '../ipv6.js';
 import { sleepMs } from '../sleep.js';
 import { num, str } from './attribute-value.js';
 import { BATCH_SIZE, guard, LeaseTable } from './dynamo-lease-table.js';
@@ -115,15 +116,19 @@ export class DynamoLeaseStore implements LeaseStore {
     if (!Number.isInteger(candidates) || candidates < 1) throw new ValidationError('candidates must be >= 1');
     if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new ValidationError('maxAttempts must be >= 1');
     return guard('claim a lease on', instanceArn, async () => {
+      const filter = {
+        ...(options.family ? { family: options.family } : {}),
+        ...(options.eniId ? { eniId: options.eniId } : {}),
+      };
       if (options.checkExisting ?? true) {
-        const existing = await this.t.queryHolder(instanceArn, holder);
+        const existing = await this.t.queryHolder(instanceArn, holder, options.family);
         if (existing) return existing;
       }
       // Addresses we lost a race on (claimed by a concurrent ADD between our Query and our write): skipping
       // them keeps every further attempt on a new address, and their count bounds the attempts.
       const lost = new Set<string>();
       for (;;) {
-        const pick = await this.t.pickCandidate(instanceArn, nowMs, candidates, lost);
+        const pick = await this.t.pickCandidate(instanceArn, nowMs, candidates, lost, filter);
         if (!pick) throw new NoFreeLeaseError(instanceArn);
         try {
           return await this.t.claimItem(instanceArn, pick.ip, pick.version, holder, nowMs);
@@ -132,7 +137,8 @@ export class DynamoLeaseStore implements LeaseStore {
           lost.add(pick.ip);
           if (lost.size >= maxAttempts) {
             // Out of attempts: say "none left" rather than "contention" when that is the truth.
-            if (!(await this.t.pickCandidate(instanceArn, nowMs, 1, lost))) throw new NoFreeLeaseError(instanceArn);
+            if (!(await this.t.pickCandidate(instanceArn, nowMs, 1, lost, filter)))
+              throw new NoFreeLeaseError(instanceArn);
             throw new LeaseConflictError(
               `failed to claim a lease on ${instanceArn}: lost ${lost.size} races in a row (${[...lost].join(', ')})`,
             );
@@ -142,11 +148,16 @@ export class DynamoLeaseStore implements LeaseStore {
     });
   }
 
-  async findByHolder(instanceArn: string, containerId: string, ifName: string): Promise<Lease | undefined> {
+  async findByHolder(
+    instanceArn: string,
+    containerId: string,
+    ifName: string,
+    family?: IpFamily,
+  ): Promise<Lease | undefined> {
     checkArn(instanceArn);
     checkHolderRef({ containerId, ifName });
     return guard('find the lease of', `${containerId}/${ifName}`, () =>
-      this.t.queryHolder(instanceArn, { containerId, ifName }),
+      this.t.queryHolder(instanceArn, { containerId, ifName }, family),
     );
   }
 

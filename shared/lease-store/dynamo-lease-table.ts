@@ -1,3 +1,4 @@
+import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import type { Lease, LeaseHolder } from '../domain/lease.js';
 import type { DynamoApi } from '../dynamo/api.js';
 import { isConditionalCheckFailed, isTransient } from '../dynamo/errors.js';
@@ -8,6 +9,7 @@ import {
   StoreUnavailableError,
   VpcLeaseError,
 } from '../errors.js';
+import type { IpFamily } from '../ipv6.js';
 import { num, str } from './attribute-value.js';
 import { A, decodeLease, encodeHolder, type Item, leaseKey } from './item-codec.js';
 import type { HolderRef } from './port.js';
@@ -44,17 +46,22 @@ export class LeaseTable {
   }
 
   /** Consistent: a pod's own lease must be found right after its claim, which the index cannot promise. */
-  async queryHolder(instanceArn: string, holder: HolderRef): Promise<Lease | undefined> {
+  async queryHolder(instanceArn: string, holder: HolderRef, family?: IpFamily): Promise<Lease | undefined> {
+    const only = leaseFilter({ ...(family ? { family } : {}) });
     const items = await this.queryAll(
       {
         KeyConditionExpression: `${A.pk} = :pk AND begins_with(${A.sk}, :prefix)`,
-        FilterExpression: `${A.state} = :claimed AND ${A.containerId} = :hc AND ${A.ifName} = :hi`,
+        FilterExpression: [
+          `${A.state} = :claimed AND ${A.containerId} = :hc AND ${A.ifName} = :hi`,
+          ...only.terms,
+        ].join(' AND '),
         ExpressionAttributeValues: {
           ':pk': str(instanceArn),
           ':prefix': str(LEASE_SORT_PREFIX),
           ':claimed': str('CLAIMED'),
           ':hc': str(holder.containerId),
           ':hi': str(holder.ifName),
+          ...only.values,
         },
         ConsistentRead: true,
       },
@@ -89,14 +96,17 @@ export class LeaseTable {
     nowMs: number,
     limit: number,
     lost: ReadonlySet<string>,
+    filter: LeaseFilter = {},
   ): Promise<{ ip: string; version: number } | undefined> {
+    const only = leaseFilter(filter);
     let start: Item | undefined;
     do {
       const page = await this.api.query({
         TableName: this.table,
         IndexName: CLAIMABLE_INDEX.name,
         KeyConditionExpression: `${A.pk} = :arn AND ${A.cAt} <= :now`,
-        ExpressionAttributeValues: { ':arn': str(instanceArn), ':now': num(nowMs) },
+        ...(only.terms.length > 0 ? { FilterExpression: only.terms.join(' AND ') } : {}),
+        ExpressionAttributeValues: { ':arn': str(instanceArn), ':now': num(nowMs), ...only.values },
         ProjectionExpression: `${A.sk}, ${A.version}`,
         // A local index may be read consistently (a global one may not): a lease claimed a moment ago is
         // already gone from the answer, so no attempt is spent on it.
@@ -191,6 +201,31 @@ export class LeaseTable {
       );
     }
   }
+}
+
+/** What a claim or a holder lookup may be narrowed to (ClaimOptions' `family` and `eniId`). */
+export interface LeaseFilter {
+  readonly family?: IpFamily;
+  readonly eniId?: string;
+}
+
+/**
+ * Filter terms for a LeaseFilter. A filter may not name the sort key, so the family is read off the subnet CIDR
+ * (an IPv6 one holds ':', an IPv4 one never does; validation keeps it the address's own): no attribute is added.
+ * A filter narrows the answer, not the read units spent.
+ */
+function leaseFilter(filter: LeaseFilter): { terms: string[]; values: Record<string, AttributeValue> } {
+  const terms: string[] = [];
+  const values: Record<string, AttributeValue> = {};
+  if (filter.family) {
+    terms.push(`${filter.family === 'ipv6' ? '' : 'NOT '}contains(${A.subnetCidr}, :colon)`);
+    values[':colon'] = str(':');
+  }
+  if (filter.eniId !== undefined) {
+    terms.push(`${A.eniId} = :eni`);
+    values[':eni'] = str(filter.eniId);
+  }
+  return { terms, values };
 }
 
 /** Throttling and network failures (after the client's own retries) become StoreUnavailableError. */

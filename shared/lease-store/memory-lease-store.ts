@@ -16,6 +16,7 @@ import {
   ValidationError,
   VersionConflictError,
 } from '../errors.js';
+import { type IpFamily, ipFamilyOf } from '../ipv6.js';
 import type { ClaimOptions, HolderRef, LeaseStore, NodeCursor, NodeRefPage } from './port.js';
 import { NODE_INDEX, nodeIndexShard, nodeIndexShards } from './table.js';
 import { checkArn, checkHolder, checkHolderRef, checkIp, checkNewLeases, checkNode, checkTimeMs } from './validate.js';
@@ -74,13 +75,14 @@ export class MemoryLeaseStore implements LeaseStore {
     if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new ValidationError('maxAttempts must be >= 1');
     await this.enter('claim');
     if (options.checkExisting ?? true) {
-      const existing = this.held(instanceArn, holder);
+      const existing = this.held(instanceArn, holder, options.family);
       if (existing) return existing;
     }
+    const wanted = (l: Lease): boolean => matches(l, options) && isClaimable(l, nowMs);
     const lost = new Set<string>();
     for (;;) {
       const page = [...this.partition(instanceArn).values()]
-        .filter((l) => isClaimable(l, nowMs) && !lost.has(l.ip))
+        .filter((l) => wanted(l) && !lost.has(l.ip))
         .sort((a, b) => (a.reusableAtMs ?? 0) - (b.reusableAtMs ?? 0))
         .slice(0, candidates);
       const pick = page[Math.floor(this.random() * page.length)] ?? page[0];
@@ -95,18 +97,23 @@ export class MemoryLeaseStore implements LeaseStore {
       }
       lost.add(pick.ip);
       if (lost.size >= maxAttempts) {
-        const left = [...this.partition(instanceArn).values()].some((l) => isClaimable(l, nowMs) && !lost.has(l.ip));
+        const left = [...this.partition(instanceArn).values()].some((l) => wanted(l) && !lost.has(l.ip));
         if (!left) throw new NoFreeLeaseError(instanceArn);
         throw new LeaseConflictError(`failed to claim a lease on ${instanceArn}: lost ${lost.size} races in a row`);
       }
     }
   }
 
-  async findByHolder(instanceArn: string, containerId: string, ifName: string): Promise<Lease | undefined> {
+  async findByHolder(
+    instanceArn: string,
+    containerId: string,
+    ifName: string,
+    family?: IpFamily,
+  ): Promise<Lease | undefined> {
     checkArn(instanceArn);
     checkHolderRef({ containerId, ifName });
     await this.enter('findByHolder');
-    return this.held(instanceArn, { containerId, ifName });
+    return this.held(instanceArn, { containerId, ifName }, family);
   }
 
   async release(
@@ -307,9 +314,10 @@ export class MemoryLeaseStore implements LeaseStore {
     return partition;
   }
 
-  private held(instanceArn: string, holder: HolderRef): Lease | undefined {
+  private held(instanceArn: string, holder: HolderRef, family?: IpFamily): Lease | undefined {
     for (const lease of this.leases.get(instanceArn)?.values() ?? []) {
-      if (lease.state === 'CLAIMED' && lease.holder && sameHolder(lease.holder, holder)) return lease;
+      if (lease.state === 'CLAIMED' && lease.holder && sameHolder(lease.holder, holder) && matches(lease, { family }))
+        return lease;
     }
     return undefined;
   }
@@ -333,4 +341,11 @@ export class MemoryLeaseStore implements LeaseStore {
 
 function tick(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
+}
+
+/** ClaimOptions' narrowing, as DynamoLeaseStore's filter expression applies it. */
+function matches(lease: Lease, only: { readonly family?: IpFamily; readonly eniId?: string }): boolean {
+  return (
+    (!only.family || ipFamilyOf(lease.ip) === only.family) && (only.eniId === undefined || lease.eniId === only.eniId)
+  );
 }

@@ -1,5 +1,6 @@
 import type { Lease, LeaseHolder, LeaseState, NewLease } from '../domain/lease.js';
 import type { NodeRecord } from '../domain/node.js';
+import type { IpFamily } from '../ipv6.js';
 
 /**
  * The lease store port. One real adapter (DynamoDB, `dynamo-lease-store.ts`) and one faithful fake
@@ -28,8 +29,11 @@ export interface LeaseStore {
    */
   claim(instanceArn: string, holder: LeaseHolder, nowMs: number, options?: ClaimOptions): Promise<Lease>;
 
-  /** The lease CLAIMED by (containerId, ifName) on this node, if any (consistent read). */
-  findByHolder(instanceArn: string, containerId: string, ifName: string): Promise<Lease | undefined>;
+  /**
+   * The lease CLAIMED by (containerId, ifName) on this node, if any (consistent read); with `family`, only a
+   * lease of that family (a dual-stack pod holds one of each).
+   */
+  findByHolder(instanceArn: string, containerId: string, ifName: string, family?: IpFamily): Promise<Lease | undefined>;
 
   /**
    * CLAIMED by this holder → COOLDOWN with reusableAtMs = now + reuseWaitMs. Returns the released lease, or
@@ -143,4 +147,11 @@ export interface ClaimOptions {
   readonly candidates?: number;
   /** Conditional-write losses tolerated before giving up with LeaseConflictError. Default 8. */
   readonly maxAttempts?: number;
+  /**
+   * Only leases of this family (read from the address), also for `checkExisting`. Absent: any lease, which on an
+   * IPv4-only node (the default) is every lease it has.
+   */
+  readonly family?: IpFamily;
+  /** Only leases on this ENI: a dual-stack pod's second lease must sit on the ENI of its first. */
+  readonly eniId?: string;
 }

@@ -3,6 +3,7 @@ import type { LeaseHolder, NewLease } from '../domain/lease.js';
 import { NODE_PHASES, type NodeRecord } from '../domain/node.js';
 import { ValidationError } from '../errors.js';
 import { cidrContains, isIpv4, parseCidr, parseIpv4 } from '../ipv4.js';
+import { canonicalIpv6, isIpv6 } from '../ipv6.js';
 import type { HolderRef } from './port.js';
 
 /**
@@ -17,8 +18,10 @@ export function checkArn(instanceArn: string): void {
   parseInstanceArn(instanceArn);
 }
 
+/** An address as lease keys hold it: IPv4, or IPv6 in its one canonical spelling (another would miss the item). */
 export function checkIp(ip: string): void {
-  if (!isIpv4(ip)) throw new ValidationError(`invalid IPv4 address ${JSON.stringify(ip)}`);
+  if (isIpv4(ip)) return;
+  if (!isIpv6(ip) || canonicalIpv6(ip) !== ip) throw new ValidationError(`invalid IP address ${JSON.stringify(ip)}`);
 }
 
 export function checkTimeMs(name: string, value: number): void {
