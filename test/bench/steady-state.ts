@@ -167,8 +167,8 @@ function nodeRecord(i: number, nowMs: number, leases: number): NodeRecord {
       subnetId: 'subnet-0bench00000000000',
       clientToken: `${instanceId}-${e + 1}-bench`,
       step: 'LEASED',
-      eniId: `eni-${(i * 8 + e).toString(16).padStart(17, '0')}`,
-      attachmentId: `eni-attach-${(i * 8 + e).toString(16).padStart(17, '0')}`,
+      eniId: `eni-${(i * 16 + e).toString(16).padStart(17, '0')}`,
+      attachmentId: `eni-attach-${(i * 16 + e).toString(16).padStart(17, '0')}`,
       mac: `02:00:${((i >> 8) & 255).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}:00:0${e + 1}`,
       subnetCidr: '10.0.0.0/8',
       addresses: Array.from({ length: count }, (_, k) => addressOf(i, e * perEni + k)),
@@ -194,7 +194,7 @@ function nodeRecord(i: number, nowMs: number, leases: number): NodeRecord {
 }
 
 function addressOf(node: number, k: number): string {
-  const n = node * 64 + k + 16;
+  const n = node * 128 + k + 16;
   return `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
 }
 
