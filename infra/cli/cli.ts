@@ -7,6 +7,7 @@ import { enisCommand } from './commands/enis.js';
 import { gcCommand } from './commands/gc.js';
 import { leaseCommand, leasesCommand } from './commands/leases.js';
 import { localCommand } from './commands/local.js';
+import { migrateCommand } from './commands/migrate.js';
 import { nodeCommand } from './commands/node.js';
 import { nodesCommand } from './commands/nodes.js';
 import { limitsCommand, maxPodsCommand } from './commands/planning.js';
@@ -23,6 +24,7 @@ export const COMMANDS: readonly Command[] = [
   subnetsCommand,
   auditCommand,
   gcCommand,
+  migrateCommand,
   dlqCommand,
   limitsCommand,
   maxPodsCommand,

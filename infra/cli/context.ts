@@ -8,6 +8,7 @@ import type { LeaseStore } from '../../shared/lease-store/port.js';
 import { silentLogger } from '../../shared/log.js';
 import { Metrics } from '../../shared/metrics.js';
 import { DynamoLeasePartitions, type LeasePartitions } from '../../shared/reconcile/lease-partitions.js';
+import { type BackfillReport, backfillNodeIndex } from '../../shared/schedule/node-index-backfill.js';
 import type { AwsErrorContext } from './errors.js';
 import { defaultLocalDir, type LocalState, readLocalState } from './local-state.js';
 
@@ -81,6 +82,11 @@ export class CliContext {
   store(): LeaseStore {
     this.storeInstance ??= new DynamoLeaseStore({ api: this.dynamo(), tableName: this.tableName });
     return this.storeInstance;
+  }
+
+  /** `migrate node-index`: the one-time backfill of the node index key (a Scan of the table). */
+  backfillNodeIndex(): Promise<BackfillReport> {
+    return backfillNodeIndex(this.dynamo(), this.tableName);
   }
 
   /** The reconciler's search for lease partitions no node item stands for (`gc` only: it scans the table). */

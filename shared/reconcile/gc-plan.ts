@@ -101,7 +101,13 @@ export function decideEniGc(input: EniGcInput): EniGcDecision[] {
  */
 export const GONE_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
 
-export interface GoneNodesInput {
+/** What the gone-node decision reads of a node: all of it is in the node index's projection (NodeRef). */
+export type GoneCandidate = Pick<
+  NodeRecord,
+  'instanceArn' | 'instanceId' | 'phase' | 'createdAtMs' | 'updatedAtMs' | 'goneSeenAtMs'
+>;
+
+export interface GoneNodesInput<N extends GoneCandidate = NodeRecord> {
   readonly nowMs: number;
   /** A node item younger than this is kept even if EC2 does not know its instance yet (eventual consistency). */
   readonly minAgeMs: number;
@@ -109,12 +115,12 @@ export interface GoneNodesInput {
   readonly minMarkAgeMs: number;
   /** GONE items older than this (since their last update) are pruned. Default GONE_RETENTION_MS. */
   readonly goneRetentionMs?: number;
-  readonly nodes: readonly NodeRecord[];
+  readonly nodes: readonly N[];
   readonly instanceStates: ReadonlyMap<string, string>;
 }
 
-export interface GoneNodeDecision {
-  readonly node: NodeRecord;
+export interface GoneNodeDecision<N extends GoneCandidate = NodeRecord> {
+  readonly node: N;
   /** mark: first seen gone; remove: delete the partition; unmark: the instance is back. */
   readonly action: 'mark' | 'remove' | 'unmark';
 }
@@ -129,9 +135,9 @@ export interface GoneNodeDecision {
  *   first pass and removed by a pass at least `minMarkAgeMs` later that still sees it gone;
  * - a marked item whose instance EC2 shows live again is unmarked.
  */
-export function decideGoneNodes(input: GoneNodesInput): GoneNodeDecision[] {
+export function decideGoneNodes<N extends GoneCandidate>(input: GoneNodesInput<N>): GoneNodeDecision<N>[] {
   const retentionMs = input.goneRetentionMs ?? GONE_RETENTION_MS;
-  const out: GoneNodeDecision[] = [];
+  const out: GoneNodeDecision<N>[] = [];
   for (const node of input.nodes) {
     if (node.phase === 'GONE') {
       if (input.nowMs - node.updatedAtMs >= retentionMs) out.push({ node, action: 'remove' });

@@ -1,6 +1,23 @@
 import type { DynamoApi } from '../dynamo/api.js';
 import { isConditionalCheckFailed } from '../dynamo/errors.js';
-import { LEASE_SORT_PREFIX, TABLE_KEYS } from '../lease-store/table.js';
+import { A } from '../lease-store/item-codec.js';
+import { LEASE_SORT_PREFIX, NODE_SORT_KEY, TABLE_KEYS } from '../lease-store/table.js';
+
+/** Where a paged Scan stands: the table key of the last item read. */
+export type ScanKey = Readonly<Record<string, string>>;
+
+/** What one page of the paced stray search saw of each partition it touched. */
+export interface PartitionSighting {
+  readonly instanceArn: string;
+  readonly leases: boolean;
+  /** The node item's phase when the page held it. */
+  readonly nodePhase?: string;
+}
+
+export interface ScanPage {
+  readonly partitions: readonly PartitionSighting[];
+  readonly next?: ScanKey;
+}
 
 /** Finds the partitions that hold lease items, whether or not a node item sits next to them. */
 export interface LeasePartitions {
@@ -10,6 +27,13 @@ export interface LeasePartitions {
   strayMarks(): Promise<Map<string, number>>;
   markStray(instanceArn: string, atMs: number): Promise<void>;
   clearStrayMark(instanceArn: string): Promise<void>;
+  /**
+   * One page of the Scan (eventually consistent, lease and node items only, projected to key and phase): the
+   * paced stray search reads the table a page at a time, across runs, from where the last page stopped.
+   */
+  scanPage(from: ScanKey | undefined, limit: number): Promise<ScanPage>;
+  /** Whether the partition still holds a lease item (a consistent Query of one item): the second look. */
+  hasLeaseItems(instanceArn: string): Promise<boolean>;
 }
 
 /**
@@ -53,6 +77,51 @@ export class DynamoLeasePartitions implements LeasePartitions {
       start = page.LastEvaluatedKey;
     } while (start);
     return [...partitions];
+  }
+
+  async scanPage(from: ScanKey | undefined, limit: number): Promise<ScanPage> {
+    const page = await this.api.scan({
+      TableName: this.tableName,
+      Limit: limit,
+      FilterExpression: 'begins_with(#sk, :lease) OR #sk = :node',
+      ProjectionExpression: '#pk, #sk, #ph',
+      ExpressionAttributeNames: { '#pk': TABLE_KEYS.partitionKey, '#sk': TABLE_KEYS.sortKey, '#ph': A.phase },
+      ExpressionAttributeValues: { ':lease': { S: LEASE_SORT_PREFIX }, ':node': { S: NODE_SORT_KEY } },
+      ...(from ? { ExclusiveStartKey: Object.fromEntries(Object.entries(from).map(([k, v]) => [k, { S: v }])) } : {}),
+    });
+    const seen = new Map<string, { leases: boolean; nodePhase?: string }>();
+    for (const item of page.Items ?? []) {
+      const pk = item[TABLE_KEYS.partitionKey]?.S;
+      const sk = item[TABLE_KEYS.sortKey]?.S ?? '';
+      if (!pk) continue;
+      const entry = seen.get(pk) ?? { leases: false };
+      if (sk === NODE_SORT_KEY) entry.nodePhase = item[A.phase]?.S ?? 'unknown';
+      else entry.leases = true;
+      seen.set(pk, entry);
+    }
+    const last = page.LastEvaluatedKey;
+    const next = last
+      ? Object.fromEntries(Object.entries(last).flatMap(([k, v]) => (v.S !== undefined ? [[k, v.S]] : [])))
+      : undefined;
+    return {
+      partitions: [...seen].map(([instanceArn, e]) => ({ instanceArn, ...e })),
+      ...(next ? { next } : {}),
+    };
+  }
+
+  async hasLeaseItems(instanceArn: string): Promise<boolean> {
+    // No Limit: a Limit caps items read before the key condition's prefix is applied only within the range,
+    // which begins_with already bounds, so the first page is at most one lease's worth with Limit 1.
+    const page = await this.api.query({
+      TableName: this.tableName,
+      KeyConditionExpression: '#pk = :pk AND begins_with(#sk, :lease)',
+      ExpressionAttributeNames: { '#pk': TABLE_KEYS.partitionKey, '#sk': TABLE_KEYS.sortKey },
+      ExpressionAttributeValues: { ':pk': { S: instanceArn }, ':lease': { S: LEASE_SORT_PREFIX } },
+      ProjectionExpression: '#pk',
+      Limit: 1,
+      ConsistentRead: true,
+    });
+    return (page.Items ?? []).length > 0;
   }
 
   async strayMarks(): Promise<Map<string, number>> {

@@ -2,12 +2,12 @@ import type { Clock } from '../clock.js';
 import type { ControlPlaneConfig } from '../config/control-plane.js';
 import type { Lease } from '../domain/lease.js';
 import type { NodeRecord } from '../domain/node.js';
-import { isEc2Error } from '../ec2/errors.js';
 import type { Ec2Eni } from '../ec2/port.js';
 import { ENI_TAGS } from '../ec2/tags.js';
 import type { LeaseStore } from '../lease-store/port.js';
 import type { Logger } from '../log.js';
 import { METRIC_DIMENSIONS, METRIC_NAMES, type MetricName, type Metrics } from '../metrics.js';
+import { actOnEniGc, actOnGoneNodes, actOnStrays } from './actions.js';
 import { type DriftItem, type DriftKind, detectDrift } from './drift.js';
 import type { ReconcileEc2 } from './ec2.js';
 import {
@@ -18,7 +18,6 @@ import {
   type GoneNodeDecision,
   instanceIdOfArn,
   type StrayPartition,
-  staleStrayMarks,
 } from './gc-plan.js';
 import type { LeasePartitions } from './lease-partitions.js';
 
@@ -125,111 +124,19 @@ export async function planReconcile(deps: ReconcilerDeps): Promise<ReconcilePlan
  * fails is logged and counted and left for the next pass, never aborting the others.
  */
 export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> {
-  const { ec2, store, config, logger } = deps;
+  const { store, config, logger } = deps;
   const dims = { [METRIC_DIMENSIONS.cluster]: config.clusterName };
   const metric = (name: MetricName, value = 1): void => deps.metrics?.add(name, dims, value);
   const plan = await planReconcile(deps);
   const { nowMs, enis, nodes, instanceStates, strayLeases, strayMarks } = plan;
 
-  // ENI garbage collection, two passes.
-  const decisions = plan.eniGc;
-  const ids = (action: string): string[] => decisions.filter((d) => d.action === action).map((d) => d.eniId);
-  const marked = await tagStep(ids('mark'), (batch) =>
-    ec2.createTags(batch, { [ENI_TAGS.gcMarkedAt]: new Date(nowMs).toISOString() }),
-  );
-  const unmarked = await tagStep(ids('unmark'), (batch) => ec2.deleteTags(batch, [ENI_TAGS.gcMarkedAt]));
-  const deleted: string[] = [];
-  const deleteFailed: string[] = [];
-  for (const eniId of ids('delete')) {
-    try {
-      await ec2.deleteNetworkInterface(eniId);
-      deleted.push(eniId);
-      logger.info('deleted leaked ENI', { eniId, reason: 'available and unowned on two passes' });
-    } catch (err) {
-      if (isEc2Error(err) && /NotFound/.test(err.code)) {
-        deleted.push(eniId); // gone already (deleted by someone else between the two looks)
-        continue;
-      }
-      // InvalidNetworkInterface.InUse: attached between our look and the delete — exactly the race the two
-      // passes guard against, and EC2's own check caught it. Next pass unmarks it.
-      deleteFailed.push(eniId);
-      logger.warn('failed to delete leaked ENI; next pass retries', { eniId, err });
-    }
-  }
-
-  // Partitions of instances that no longer exist (seen gone on two passes), and GONE items past retention.
-  const partitionsRemoved: string[] = [];
-  const goneMarked: string[] = [];
-  const goneDecisions = plan.goneNodes;
-  for (const { node, action } of goneDecisions) {
-    const instanceState = instanceStates.get(node.instanceId) ?? 'unknown to EC2';
-    try {
-      if (action === 'remove') {
-        const items = await store.deleteNodePartition(node.instanceArn);
-        partitionsRemoved.push(node.instanceArn);
-        logger.info('removed the partition of a gone instance', {
-          instanceArn: node.instanceArn,
-          phase: node.phase,
-          instanceState,
-          goneSeenAtMs: node.goneSeenAtMs,
-          items,
-        });
-      } else {
-        // Conditional on the version read: a node item changed since (a late launch step) is judged next pass.
-        const { goneSeenAtMs: _, ...rest } = node;
-        await store.updateNode(
-          { ...rest, ...(action === 'mark' ? { goneSeenAtMs: nowMs } : {}), updatedAtMs: node.updatedAtMs },
-          node.version,
-        );
-        if (action === 'mark') goneMarked.push(node.instanceArn);
-        logger.info(
-          action === 'mark' ? 'instance seen gone; its partition goes if a later pass agrees' : 'instance is back',
-          {
-            instanceArn: node.instanceArn,
-            instanceState,
-          },
-        );
-      }
-    } catch (err) {
-      logger.warn(`failed to ${action} the partition of a gone instance; next pass retries`, {
-        instanceArn: node.instanceArn,
-        err,
-      });
-    }
-  }
-
-  // Leases no node item stands for.
-  const removed = new Set(partitionsRemoved);
-  for (const stray of strayLeases) {
-    try {
-      if (stray.action === 'report') {
-        logger.warn('leases without a node item on a live instance; left for an operator', { ...stray });
-      } else if (stray.action === 'mark') {
-        await deps.leasePartitions?.markStray(stray.instanceArn, nowMs);
-        logger.info('leases without a node item on a gone instance; removed if a later pass agrees', { ...stray });
-      } else if (stray.action === 'remove') {
-        const items = await store.deleteNodePartition(stray.instanceArn);
-        // The GONE item is the audit trail and the guard against late launch events: put it back.
-        if (stray.goneNode) await store.createNode({ ...stray.goneNode, version: 1 });
-        if (strayMarks.has(stray.instanceArn)) await deps.leasePartitions?.clearStrayMark(stray.instanceArn);
-        logger.warn('removed leases no node item stands for', { ...stray, items });
-      }
-    } catch (err) {
-      logger.warn(`failed to ${stray.action} stray leases; next pass retries`, {
-        instanceArn: stray.instanceArn,
-        err,
-      });
-    }
-  }
-  for (const arn of staleStrayMarks(strayLeases, strayMarks)) {
-    try {
-      await deps.leasePartitions?.clearStrayMark(arn);
-    } catch (err) {
-      logger.warn('failed to clear a stray-lease mark; next pass retries', { instanceArn: arn, err });
-    }
-  }
+  const { marked, unmarked, deleted, deleteFailed } = await actOnEniGc(deps, plan.eniGc, nowMs);
+  const gone = await actOnGoneNodes(deps, plan.goneNodes, instanceStates, nowMs);
+  const partitionsRemoved = gone.removed;
+  await actOnStrays(deps, strayLeases, strayMarks, nowMs);
 
   // Drift, on the nodes still there.
+  const removed = new Set(partitionsRemoved);
   const judged = nodes.filter((n) => !removed.has(n.instanceArn) && n.phase === 'READY');
   const leasesByNode = new Map<string, readonly Lease[]>();
   for (const node of judged) leasesByNode.set(node.instanceArn, await store.listLeases(node.instanceArn));
@@ -241,9 +148,7 @@ export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> 
     enis,
     instanceStates,
   });
-  for (const item of drift) logger.warn('drift between EC2 and the lease table', { ...item });
-  for (const kind of Object.keys(DRIFT_METRIC) as DriftKind[])
-    metric(DRIFT_METRIC[kind], drift.filter((d) => d.kind === kind).length);
+  reportDrift(deps, drift);
 
   metric(METRIC_NAMES.reconcilerEnisMarked, marked.length);
   metric(METRIC_NAMES.reconcilerEnisDeleted, deleted.length);
@@ -257,7 +162,7 @@ export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> 
     deleted,
     deleteFailed,
     partitionsRemoved,
-    partitionsMarkedGone: goneMarked,
+    partitionsMarkedGone: gone.marked,
     strayLeases,
     drift,
   };
@@ -272,21 +177,6 @@ export async function reconcile(deps: ReconcilerDeps): Promise<ReconcileReport> 
     drift: drift.length,
   });
   return report;
-
-  async function tagStep(eniIds: string[], run: (batch: string[]) => Promise<void>): Promise<string[]> {
-    const done: string[] = [];
-    // CreateTags/DeleteTags take up to 1000 resources; a failed batch only delays its ENIs by one pass.
-    for (let i = 0; i < eniIds.length; i += 1000) {
-      const batch = eniIds.slice(i, i + 1000);
-      try {
-        await run(batch);
-        done.push(...batch);
-      } catch (err) {
-        logger.warn('failed to tag ENIs; next pass retries', { eniIds: batch, err });
-      }
-    }
-    return done;
-  }
 }
 
 function instanceIdsOf(nodes: readonly NodeRecord[], enis: readonly Ec2Eni[]): string[] {
@@ -297,4 +187,15 @@ function instanceIdsOf(nodes: readonly NodeRecord[], enis: readonly Ec2Eni[]): s
     if (eni.attachment?.instanceId) ids.add(eni.attachment.instanceId);
   }
   return [...ids];
+}
+
+/** Each drift item logged, and one count per kind (zeros included, so an alarm sees the metric every pass). */
+export function reportDrift(
+  deps: Pick<ReconcilerDeps, 'logger' | 'metrics' | 'config'>,
+  drift: readonly DriftItem[],
+): void {
+  const dims = { [METRIC_DIMENSIONS.cluster]: deps.config.clusterName };
+  for (const item of drift) deps.logger.warn('drift between EC2 and the lease table', { ...item });
+  for (const kind of Object.keys(DRIFT_METRIC) as DriftKind[])
+    deps.metrics?.add(DRIFT_METRIC[kind], dims, drift.filter((d) => d.kind === kind).length);
 }

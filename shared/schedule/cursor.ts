@@ -14,15 +14,16 @@ export interface SweepState {
   readonly cycles: number;
 }
 
-export interface StoredSweepState {
-  readonly state: SweepState;
+export interface StoredSweepState<S = SweepState> {
+  readonly state: S;
   readonly version: number;
 }
 
+/** A versioned JSON state per schedule name; `S` is the walk's state (SweepState) unless a schedule keeps its own. */
 export interface SweepCursorStore {
-  load(name: string): Promise<StoredSweepState | undefined>;
+  load<S = SweepState>(name: string): Promise<StoredSweepState<S> | undefined>;
   /** Writes if the stored version is still `expectedVersion` (0: none yet); false when another run moved it. */
-  save(name: string, state: SweepState, expectedVersion: number): Promise<boolean>;
+  save<S = SweepState>(name: string, state: S, expectedVersion: number): Promise<boolean>;
 }
 
 /** The control plane's own partition for schedule cursors: no node's `dynamodb:LeadingKeys` can name it. */
@@ -38,15 +39,15 @@ export class DynamoSweepCursorStore implements SweepCursorStore {
     return { [TABLE_KEYS.partitionKey]: { S: SCHEDULES_PARTITION }, [TABLE_KEYS.sortKey]: { S: name } };
   }
 
-  async load(name: string): Promise<StoredSweepState | undefined> {
+  async load<S = SweepState>(name: string): Promise<StoredSweepState<S> | undefined> {
     const out = await this.api.getItem({ TableName: this.tableName, Key: this.key(name), ConsistentRead: true });
     const json = out.Item?.['state']?.S;
     const version = Number(out.Item?.['v']?.N);
     if (json === undefined || !Number.isSafeInteger(version)) return undefined;
-    return { state: JSON.parse(json) as SweepState, version };
+    return { state: JSON.parse(json) as S, version };
   }
 
-  async save(name: string, state: SweepState, expectedVersion: number): Promise<boolean> {
+  async save<S = SweepState>(name: string, state: S, expectedVersion: number): Promise<boolean> {
     try {
       await this.api.putItem({
         TableName: this.tableName,
@@ -66,13 +67,13 @@ export class DynamoSweepCursorStore implements SweepCursorStore {
 
 /** The same contract in memory (tests). */
 export class MemorySweepCursorStore implements SweepCursorStore {
-  readonly saved = new Map<string, StoredSweepState>();
+  readonly saved = new Map<string, StoredSweepState<unknown>>();
 
-  async load(name: string): Promise<StoredSweepState | undefined> {
-    return this.saved.get(name);
+  async load<S = SweepState>(name: string): Promise<StoredSweepState<S> | undefined> {
+    return this.saved.get(name) as StoredSweepState<S> | undefined;
   }
 
-  async save(name: string, state: SweepState, expectedVersion: number): Promise<boolean> {
+  async save<S = SweepState>(name: string, state: S, expectedVersion: number): Promise<boolean> {
     if ((this.saved.get(name)?.version ?? 0) !== expectedVersion) return false;
     this.saved.set(name, { state: structuredClone(state), version: expectedVersion + 1 });
     return true;

@@ -1,5 +1,5 @@
 import type { Clock } from '../clock.js';
-import type { LeaseStore, NodeRef } from '../lease-store/port.js';
+import type { LeaseStore, NodeCursor, NodeRef } from '../lease-store/port.js';
 import type { Logger } from '../log.js';
 import type { SweepCursorStore, SweepState } from './cursor.js';
 
@@ -23,6 +23,15 @@ export interface PacedWalkReport {
 }
 
 /**
+ * The stretch of the index one page covers: after `from`, up to and including `next` (or to the index's end).
+ * Every node item in it is in the page, so a visitor can tell "no node item" from "not in this page".
+ */
+export interface WalkSpan {
+  readonly from: NodeCursor;
+  readonly next?: NodeCursor;
+}
+
+/**
  * A schedule's walk over every node in the node index, paced: one cycle per `cyclePeriodMs`, carried over
  * from run to run through a cursor, stopping at the deadline. So what a schedule reads per hour follows the
  * number of nodes and the cycle period, never the runs × the table's size, and a table larger than one run
@@ -32,7 +41,7 @@ export async function pacedWalk(
   deps: { store: LeaseStore; cursor: SweepCursorStore; clock: Clock; logger: Logger },
   name: string,
   options: PacedWalkOptions,
-  visit: (refs: readonly NodeRef[], cycle: number) => Promise<void>,
+  visit: (refs: readonly NodeRef[], cycle: number, span: WalkSpan) => Promise<void>,
 ): Promise<PacedWalkReport> {
   const { store, cursor, clock } = deps;
   const stored = await cursor.load(name);
@@ -47,7 +56,7 @@ export async function pacedWalk(
   let visited = 0;
   while (state.position && clock.nowMs() < options.deadlineMs) {
     const page = await store.listNodeRefs(state.position, options.pageSize ?? 100);
-    await visit(page.refs, cycle);
+    await visit(page.refs, cycle, { from: state.position, ...(page.next ? { next: page.next } : {}) });
     visited += page.refs.length;
     const next: SweepState = { cycleStartedAtMs: state.cycleStartedAtMs, cycles: state.cycles };
     state = page.next ? { ...next, position: page.next } : next;

@@ -6,13 +6,15 @@ import { instanceArn } from '../../shared/domain/arn.js';
 import type { EniRecord, NodeRecord } from '../../shared/domain/node.js';
 import type { DynamoApi } from '../../shared/dynamo/api.js';
 import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
-import type { Ec2Port } from '../../shared/ec2/port.js';
+import type { Ec2Eni, Ec2Port } from '../../shared/ec2/port.js';
+import { ENI_TAGS } from '../../shared/ec2/tags.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
 import { ensureTable } from '../../shared/lease-store/ensure-table.js';
 import { A, encodeNewLease, encodeNode, type Item } from '../../shared/lease-store/item-codec.js';
 import { createLogger } from '../../shared/log.js';
 import { createPoolManagerHandler } from '../../shared/pool/events.js';
 import { DynamoLeasePartitions } from '../../shared/reconcile/lease-partitions.js';
+import { reconcilePaced } from '../../shared/reconcile/paced.js';
 import { reconcile } from '../../shared/reconcile/reconciler.js';
 import { DynamoSweepCursorStore } from '../../shared/schedule/cursor.js';
 import { startDynalite } from '../support/dynalite.js';
@@ -25,8 +27,9 @@ import { round } from './stats.js';
  * and dollars per 1,000 node-months. The table is seeded directly (READY node items and their leases, as a
  * launch leaves them); the hour's schedule is simulated by invoking the pool-manager's scheduled entry every
  * `poolIntervalMs` and the reconciler every `reconcileIntervalMs` with a manual clock advanced between runs —
- * no real hour passes. EC2 is a stub that reports every instance running and no ENI (the figures are
- * DynamoDB's and Lambda's; no EC2 call is billed).
+ * no real hour passes (the figures are
+ * DynamoDB's and Lambda's; no EC2 call is billed). EC2 is a stub that shows every seeded ENI attached with its
+ * leases' addresses: an idle cluster without drift.
  */
 export interface SteadyStateOptions {
   readonly nodes: number;
@@ -39,6 +42,16 @@ export interface SteadyStateOptions {
    * mean. Only for code whose every idle run does the same reads (main's full sweeps); undefined = run all.
    */
   readonly measuredRunsPerSchedule?: number;
+  /**
+   * paced: the Lambda's reconciler (reconcilePaced: node-index walk, digests, daily stray Scan); whole: one
+   * `reconcile` pass over every node each run (what the Lambda ran before). Default paced.
+   */
+  readonly reconciler?: 'paced' | 'whole';
+  /**
+   * Simulated hours (default 2). The last is the steady hour reported in `perNodeHour`; the first carries the
+   * once-a-day work (cycle 0 of each walk is a full one, the first stray Scan) and is reported as `firstHour`.
+   */
+  readonly hours?: number;
 }
 
 const POOL_INTERVAL_MS = 60_000; // infra/construct/props.ts poolInterval default
@@ -99,10 +112,36 @@ function meteredApi(api: DynamoApi, into: { current: Tally | undefined }): Dynam
   });
 }
 
-/** EC2 as the steady state sees it: every instance running, no ENI to collect; anything else is a bench bug. */
-function stubEc2(): Ec2Port {
+/**
+ * EC2 as the steady state sees it: every instance running and every seeded pod ENI attached with the
+ * addresses its leases name (no drift, nothing to collect); any other call is a bench bug.
+ */
+function stubEc2(nodes: readonly NodeRecord[]): Ec2Port {
+  const enis: Ec2Eni[] = nodes.flatMap((node) =>
+    node.enis.map((e) => ({
+      eniId: e.eniId!,
+      subnetId: e.subnetId,
+      vpcId: 'vpc-0bench000000000000',
+      availabilityZone: node.availabilityZone,
+      mac: e.mac!,
+      primaryIp: '10.255.0.1',
+      secondaryIps: e.addresses,
+      prefixes: [],
+      status: 'in-use',
+      attachment: {
+        attachmentId: e.attachmentId!,
+        instanceId: node.instanceId,
+        deviceIndex: e.deviceIndex,
+        networkCardIndex: 0,
+        status: 'attached',
+        deleteOnTermination: true,
+      },
+      securityGroupIds: [],
+      tags: { [ENI_TAGS.cluster]: 'bench', [ENI_TAGS.instance]: node.instanceId },
+    })),
+  );
   const known = {
-    describeNetworkInterfaces: async () => [],
+    describeNetworkInterfaces: async () => enis,
     describeInstanceStates: async (ids: readonly string[]) => new Map(ids.map((id) => [id, 'running'])),
   };
   return new Proxy(known, {
@@ -128,8 +167,8 @@ function nodeRecord(i: number, nowMs: number, leases: number): NodeRecord {
       subnetId: 'subnet-0bench00000000000',
       clientToken: `${instanceId}-${e + 1}-bench`,
       step: 'LEASED',
-      eniId: `eni-${(i * 8 + e).toString(16).padStart(17, '0')}`,
-      attachmentId: `eni-attach-${(i * 8 + e).toString(16).padStart(17, '0')}`,
+      eniId: `eni-${(i * 16 + e).toString(16).padStart(17, '0')}`,
+      attachmentId: `eni-attach-${(i * 16 + e).toString(16).padStart(17, '0')}`,
       mac: `02:00:${((i >> 8) & 255).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}:00:0${e + 1}`,
       subnetCidr: '10.0.0.0/8',
       addresses: Array.from({ length: count }, (_, k) => addressOf(i, e * perEni + k)),
@@ -147,7 +186,7 @@ function nodeRecord(i: number, nowMs: number, leases: number): NodeRecord {
     podSubnetIds: ['subnet-0bench00000000000'],
     phase: 'READY',
     enis,
-    maxPods: 58,
+    maxPods: Math.max(58, leases + 10),
     createdAtMs: nowMs,
     updatedAtMs: nowMs,
     version: 3,
@@ -155,7 +194,7 @@ function nodeRecord(i: number, nowMs: number, leases: number): NodeRecord {
 }
 
 function addressOf(node: number, k: number): string {
-  const n = node * 64 + k + 16;
+  const n = node * 128 + k + 16;
   return `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
 }
 
@@ -246,10 +285,14 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
     await flush();
     const seedS = round((Date.now() - seedStarted) / 1000, 1);
 
-    const config = parseControlPlaneConfig({ clusterName: 'bench', tableName, maxPods: 58 });
+    const config = parseControlPlaneConfig({
+      clusterName: 'bench',
+      tableName,
+      maxPods: Math.max(58, options.leasesPerNode + 10),
+    });
     const logger = createLogger({ level: 'error', sink: () => {} });
     const store = new DynamoLeaseStore({ api, tableName });
-    const ec2 = stubEc2();
+    const ec2 = stubEc2(nodes);
     // The Lambda's wiring (lambdas/pool-manager/handler.ts): the sweep's cursor in the schedules partition.
     const sweepCursor = new DynamoSweepCursorStore(api, tableName);
     const pool = createPoolManagerHandler({ ec2, store, config, clock, logger, sweepCursor });
@@ -260,9 +303,14 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
       clock,
       logger,
       leasePartitions: new DynamoLeasePartitions(api, tableName),
+      cursor: sweepCursor,
     };
+    const paced = (options.reconciler ?? 'paced') === 'paced';
+    const hours = options.hours ?? 2;
     const scheduled = { source: 'aws.events', 'detail-type': 'Scheduled Event', detail: {} } as ScheduledEvent;
-    const tallies = { poolSchedule: zero(), reconciler: zero(), pods: zero(), stream: zero() };
+    const hourTallies = () => ({ poolSchedule: zero(), reconciler: zero(), pods: zero(), stream: zero() });
+    const byHour = Array.from({ length: hours }, hourTallies);
+    let tallies = byHour[0]!;
     const measured = { poolSchedule: 0, reconciler: 0 };
     const invoke = async (into: Tally, fn: () => Promise<unknown>): Promise<void> => {
       meter.current = into;
@@ -277,10 +325,12 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
     const podsTotal = Math.round(options.podStartsPerNodeHour * options.nodes);
     const events: { atMs: number; run: () => Promise<void> }[] = [];
     let seq = 0;
-    for (let k = 0; k < podsTotal; k++) {
+    for (let k = 0; k < podsTotal * hours; k++) {
       const node = nodes[k % nodes.length]!;
       const holder = { containerId: `churn-${k}`.padEnd(64, '0'), ifName: 'eth0', netns: `/var/run/netns/churn-${k}` };
-      const atMs = startMs + Math.floor((k * HOUR_MS) / 2 / Math.max(1, podsTotal));
+      const hour = Math.floor(k / Math.max(1, podsTotal));
+      const atMs =
+        startMs + hour * HOUR_MS + Math.floor(((k % Math.max(1, podsTotal)) * HOUR_MS) / 2 / Math.max(1, podsTotal));
       let ip = '';
       events.push({
         atMs,
@@ -304,7 +354,7 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
       });
     }
     const limit = options.measuredRunsPerSchedule ?? Number.POSITIVE_INFINITY;
-    for (let at = 0; at < HOUR_MS; at += POOL_INTERVAL_MS) {
+    for (let at = 0; at < hours * HOUR_MS; at += POOL_INTERVAL_MS) {
       events.push({
         atMs: startMs + at + 1,
         run: async () => {
@@ -312,11 +362,14 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
         },
       });
     }
-    for (let at = 0; at < HOUR_MS; at += RECONCILE_INTERVAL_MS) {
+    for (let at = 0; at < hours * HOUR_MS; at += RECONCILE_INTERVAL_MS) {
       events.push({
         atMs: startMs + at + 2,
         run: async () => {
-          if (measured.reconciler++ < limit) await invoke(tallies.reconciler, () => reconcile(reconcilerDeps));
+          if (measured.reconciler++ < limit)
+            await invoke(tallies.reconciler, () =>
+              paced ? reconcilePaced(reconcilerDeps, Number.POSITIVE_INFINITY) : reconcile(reconcilerDeps),
+            );
         },
       });
     }
@@ -324,6 +377,7 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
     const runStarted = Date.now();
     for (const event of events) {
       if (event.atMs > clock.nowMs()) clock.set(event.atMs);
+      tallies = byHour[Math.min(hours - 1, Math.floor((event.atMs - startMs) / HOUR_MS))]!;
       await event.run();
     }
     const runS = round((Date.now() - runStarted) / 1000, 1);
@@ -341,12 +395,14 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
     };
     const poolRuns = HOUR_MS / POOL_INTERVAL_MS;
     const reconcileRuns = HOUR_MS / RECONCILE_INTERVAL_MS;
-    const parts = {
-      poolSchedule: scaled(tallies.poolSchedule, Math.min(limit, poolRuns), poolRuns),
-      reconciler: scaled(tallies.reconciler, Math.min(limit, reconcileRuns), reconcileRuns),
-      stream: tallies.stream,
-      pods: tallies.pods,
-    };
+    if (hours > 1 && limit !== Number.POSITIVE_INFINITY) throw new Error('extrapolated runs need hours: 1');
+    type Parts = Record<'poolSchedule' | 'reconciler' | 'stream' | 'pods', Tally>;
+    const partsOf = (t: ReturnType<typeof hourTallies>): Parts => ({
+      poolSchedule: scaled(t.poolSchedule, Math.min(limit, poolRuns), poolRuns),
+      reconciler: scaled(t.reconciler, Math.min(limit, reconcileRuns), reconcileRuns),
+      stream: t.stream,
+      pods: t.pods,
+    });
     const perNodeHour = (t: Tally) => ({
       dynamoReadUnits: round(t.readUnits / options.nodes, 3),
       dynamoWriteUnits: round(t.writeUnits / options.nodes, 3),
@@ -354,16 +410,41 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
       lambdaInvocations: round(t.invocations / options.nodes, 4),
       lambdaGbSeconds: round(((t.handlerMs / 1000) * FUNCTION_MEMORY_GB) / options.nodes, 4),
     });
-    const total = Object.values(parts).reduce(
-      (s, t) => ({
-        readUnits: s.readUnits + t.readUnits,
-        writeUnits: s.writeUnits + t.writeUnits,
-        requests: s.requests + t.requests,
-        invocations: s.invocations + t.invocations,
-        handlerMs: s.handlerMs + t.handlerMs,
-      }),
-      zero(),
-    );
+    const sum = (ts: Tally[]): Tally =>
+      ts.reduce(
+        (s, t) => ({
+          readUnits: s.readUnits + t.readUnits,
+          writeUnits: s.writeUnits + t.writeUnits,
+          requests: s.requests + t.requests,
+          invocations: s.invocations + t.invocations,
+          handlerMs: s.handlerMs + t.handlerMs,
+        }),
+        zero(),
+      );
+    const table = (parts: Parts) => ({
+      total: perNodeHour(sum(Object.values(parts))),
+      ...Object.fromEntries(Object.entries(parts).map(([k, t]) => [k, perNodeHour(t)])),
+    });
+    const steady = partsOf(byHour[hours - 1]!);
+    const first = partsOf(byHour[0]!);
+    // A day holds one hour like the first (the daily full cycles and stray Scan) and 23 like the steady one.
+    const dayMix = (a: Tally, b: Tally): Tally => ({
+      readUnits: a.readUnits + (b.readUnits - a.readUnits) / 24,
+      writeUnits: a.writeUnits + (b.writeUnits - a.writeUnits) / 24,
+      requests: a.requests + (b.requests - a.requests) / 24,
+      invocations: a.invocations + (b.invocations - a.invocations) / 24,
+      handlerMs: a.handlerMs + (b.handlerMs - a.handlerMs) / 24,
+    });
+    const day: Parts =
+      hours > 1
+        ? {
+            poolSchedule: dayMix(steady.poolSchedule, first.poolSchedule),
+            reconciler: dayMix(steady.reconciler, first.reconciler),
+            stream: dayMix(steady.stream, first.stream),
+            pods: dayMix(steady.pods, first.pods),
+          }
+        : steady;
+    const total = sum(Object.values(day));
     const nodeMonths = (x: number): number => (x / options.nodes) * HOURS_PER_MONTH * 1000;
     const dollars = {
       dynamoReads: round((nodeMonths(total.readUnits) / 1e6) * PRICES.dynamoPerMillionReadUnits, 2),
@@ -376,15 +457,23 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
       leasesPerNode: options.leasesPerNode,
       claimedPerNode: options.claimedPerNode,
       podStartsPerNodeHour: options.podStartsPerNodeHour,
+      reconciler: paced ? 'paced' : 'whole',
+      hoursSimulated: hours,
       scheduleRunsPerHour: { poolSchedule: poolRuns, reconciler: reconcileRuns },
       scheduleRunsExecuted: {
-        poolSchedule: Math.min(limit, poolRuns),
-        reconciler: Math.min(limit, reconcileRuns),
+        poolSchedule: Math.min(limit, poolRuns * hours),
+        reconciler: Math.min(limit, reconcileRuns * hours),
       },
-      perNodeHour: {
-        total: perNodeHour(total),
-        ...Object.fromEntries(Object.entries(parts).map(([k, t]) => [k, perNodeHour(t)])),
-      },
+      /** The last simulated hour: what an ordinary hour of the day costs. */
+      perNodeHour: table(steady),
+      ...(hours > 1
+        ? {
+            /** The first hour: cycle 0 of each walk (full) and the stray Scan, which recur once a day. */
+            firstHour: table(first),
+            /** The day's mean: (first + 23 × steady) / 24; the dollars below are from it. */
+            perNodeHourDayMean: table(day),
+          }
+        : {}),
       dollarsPer1000NodeMonths: {
         ...dollars,
         total: round(

@@ -1,0 +1,265 @@
+import type { NodeRecord } from '../domain/node.js';
+import type { Ec2Eni } from '../ec2/port.js';
+import { ENI_TAGS } from '../ec2/tags.js';
+import type { NodeRef } from '../lease-store/port.js';
+import { NODE_INDEX, nodeIndexShard } from '../lease-store/table.js';
+import { METRIC_DIMENSIONS, METRIC_NAMES } from '../metrics.js';
+import type { SweepCursorStore } from '../schedule/cursor.js';
+import { pacedWalk, type WalkSpan } from '../schedule/paced-walk.js';
+import { actOnEniGc, actOnGoneNodes, type GoneNodeAct } from './actions.js';
+import { type DriftItem, detectDrift } from './drift.js';
+import { decideEniGc, decideGoneNodes, isInstanceLive, type StrayPartition } from './gc-plan.js';
+import { DEFAULT_DRIFT_GRACE_MS, DEFAULT_MIN_MARK_AGE_MS, type ReconcilerDeps, reportDrift } from './reconciler.js';
+import { nodeDigest, type SeenState, seenStateName } from './seen.js';
+import { type StraySearchReport, searchStrays } from './stray-search.js';
+
+/** The cursor's name in the schedules partition. */
+export const RECONCILE_CURSOR = 'reconcile';
+/** A walk of every node at most every 15 minutes: gone nodes go within two cycles, drift shows within one. */
+export const DEFAULT_RECONCILE_CYCLE_MS = 900_000;
+/**
+ * Every 96th cycle (a day at the default cycle) reads every READY node's leases whatever its digest: the bound
+ * for drift the digest cannot see (a lease item changed by hand with EC2 and the node item untouched).
+ */
+export const DEFAULT_DRIFT_FULL_EVERY_CYCLES = 96;
+
+export interface PacedReconcileDeps extends ReconcilerDeps {
+  readonly cursor: SweepCursorStore;
+  readonly cycleMs?: number;
+  readonly driftFullEveryCycles?: number;
+  readonly strayScanPeriodMs?: number;
+  /** Node refs per page of the walk (the cursor and the digests are saved after each). Default 100. */
+  readonly pageSize?: number;
+}
+
+export interface PacedReconcileReport {
+  readonly enisSeen: number;
+  readonly marked: readonly string[];
+  readonly unmarked: readonly string[];
+  readonly deleted: readonly string[];
+  readonly deleteFailed: readonly string[];
+  readonly partitionsRemoved: readonly string[];
+  readonly partitionsMarkedGone: readonly string[];
+  readonly drift: readonly DriftItem[];
+  /** The stray partitions judged this run (the same as `strays.strayLeases`). */
+  readonly strayLeases: readonly StrayPartition[];
+  /** Node refs visited this run, and of the READY ones how many had their leases read (digest changed). */
+  readonly nodesVisited: number;
+  readonly nodesChecked: number;
+  readonly cycle?: number;
+  readonly cycleDone: boolean;
+  readonly stoppedEarly: boolean;
+  readonly strays: StraySearchReport;
+}
+
+/**
+ * The scheduled reconciler at scale. Every run: the ENI collection on this cluster's ENIs (EC2 only; node items
+ * are read just for the ENIs it might delete). Once per cycle, paced across runs by a cursor and a deadline: a
+ * walk of the node index that judges gone nodes and drift page by page. A READY node's leases are read only
+ * when its digest (node-item version + what EC2 shows attached) differs from the one its last clean check
+ * stored, or on a full cycle; the stream's passes remain the main path. The stray-partition search is its own
+ * rarer paced Scan (stray-search.ts).
+ */
+export async function reconcilePaced(deps: PacedReconcileDeps, deadlineMs: number): Promise<PacedReconcileReport> {
+  const { ec2, store, config, logger } = deps;
+  const nowMs = deps.clock.nowMs();
+  const minMarkAgeMs = deps.minMarkAgeMs ?? DEFAULT_MIN_MARK_AGE_MS;
+  const enis = await ec2.describeNetworkInterfaces({ tags: { [ENI_TAGS.cluster]: config.clusterName } });
+
+  // ENI collection: only unattached ENIs can be collected, so only their owners' node items are read.
+  const candidates = enis.filter((e) => e.status === 'available' && e.attachment === undefined);
+  const owners = candidates.length > 0 ? await ownersOf(candidates) : [];
+  const gcStates = await ec2.describeInstanceStates([
+    ...new Set(candidates.flatMap((e) => e.tags[ENI_TAGS.instance] ?? [])),
+  ]);
+  const eniGc = decideEniGc({
+    nowMs,
+    minEniAgeMs: config.eniMinAgeForGcMs,
+    minMarkAgeMs,
+    enis,
+    nodes: owners,
+    instanceStates: gcStates,
+  });
+  const gc = await actOnEniGc(deps, eniGc, nowMs);
+
+  const attachedTo = new Map<string, Ec2Eni[]>();
+  for (const eni of enis) {
+    const id = eni.attachment?.instanceId;
+    if (id) attachedTo.set(id, [...(attachedTo.get(id) ?? []), eni]);
+  }
+  const removed: string[] = [];
+  const goneMarked: string[] = [];
+  const drift: DriftItem[] = [];
+  let nodesChecked = 0;
+  const every = deps.driftFullEveryCycles ?? DEFAULT_DRIFT_FULL_EVERY_CYCLES;
+
+  const visit = async (refs: readonly NodeRef[], cycle: number, span: WalkSpan): Promise<void> => {
+    const full = cycle % every === 0;
+    const present = new Set(refs.map((r) => r.instanceId));
+    const arnPrefix = refs[0]?.instanceArn.slice(0, refs[0].instanceArn.lastIndexOf('/') + 1);
+    // Attached ENIs on instances whose node item would sit in this page's span but does not: eni-without-node.
+    const orphans = arnPrefix
+      ? [...attachedTo.keys()].filter((id) => !present.has(id) && inSpan(`${arnPrefix}${id}`, span))
+      : [];
+    const states = await ec2.describeInstanceStates([...present, ...orphans]);
+
+    const gone = decideGoneNodes({
+      nowMs,
+      minAgeMs: config.eniMinAgeForGcMs,
+      minMarkAgeMs,
+      ...(deps.goneRetentionMs !== undefined ? { goneRetentionMs: deps.goneRetentionMs } : {}),
+      nodes: refs,
+      instanceStates: states,
+    });
+    const acts: GoneNodeAct[] = [];
+    for (const { node: ref, action } of gone) {
+      // The index may lag: decide again on a consistent read of the item before changing it.
+      const node = await store.getNode(ref.instanceArn);
+      if (!node) continue;
+      const again = decideGoneNodes({ ...goneInput(), nodes: [node], instanceStates: states })[0];
+      if (again?.action === action) acts.push({ node, action });
+    }
+    const outcome = await actOnGoneNodes(deps, acts, states, nowMs);
+    removed.push(...outcome.removed);
+    goneMarked.push(...outcome.marked);
+
+    for (const id of orphans)
+      for (const eni of attachedTo.get(id) ?? [])
+        if (isInstanceLive(states.get(id)) && !(await store.getNode(`${arnPrefix}${id}`)))
+          drift.push({ kind: 'eni-without-node', instanceId: id, eniId: eni.eniId });
+
+    const shards = new Map<number, { state: SeenState; version: number; dirty: boolean }>();
+    const seenOf = async (arn: string) => {
+      const shard = Number(nodeIndexShard(arn).slice('nodes#'.length));
+      let entry = shards.get(shard);
+      if (!entry) {
+        const stored = await deps.cursor.load<SeenState>(seenStateName(shard));
+        const fresh = full && stored?.state.fullCycle !== cycle;
+        entry = {
+          state: fresh || !stored ? { fullCycle: full ? cycle : -1, entries: {} } : stored.state,
+          version: stored?.version ?? 0,
+          dirty: fresh,
+        };
+        shards.set(shard, entry);
+      }
+      return entry;
+    };
+    const done = new Set(outcome.removed);
+    for (const ref of refs) {
+      if (ref.phase !== 'READY' || done.has(ref.instanceArn) || !isInstanceLive(states.get(ref.instanceId))) continue;
+      const attached = attachedTo.get(ref.instanceId) ?? [];
+      const seen = await seenOf(ref.instanceArn);
+      if (!full && seen.state.entries[ref.instanceArn] === nodeDigest(ref, attached)) continue;
+      nodesChecked += 1;
+      const node = await store.getNode(ref.instanceArn);
+      const found = node ? await checkNode(node, attached, states) : undefined;
+      const entries = seen.state.entries;
+      if (found?.clean && node) entries[ref.instanceArn] = nodeDigest(node, attached);
+      else delete entries[ref.instanceArn];
+      seen.dirty = true;
+      drift.push(...(found?.items ?? []));
+    }
+    for (const [shard, seen] of shards) {
+      if (!seen.dirty) continue;
+      // Another run saving the same shard meanwhile only costs its nodes a check next cycle.
+      if (!(await deps.cursor.save(seenStateName(shard), seen.state, seen.version)))
+        logger.warn('another run saved the drift digests; this run leaves them', { shard });
+    }
+  };
+
+  const walk = await pacedWalk(
+    { store, cursor: deps.cursor, clock: deps.clock, logger },
+    RECONCILE_CURSOR,
+    {
+      cyclePeriodMs: deps.cycleMs ?? DEFAULT_RECONCILE_CYCLE_MS,
+      deadlineMs,
+      ...(deps.pageSize !== undefined ? { pageSize: deps.pageSize } : {}),
+    },
+    visit,
+  );
+  const strays = await searchStrays(deps, { nowMs, deadlineMs, minMarkAgeMs, skip: new Set(removed) });
+  reportDrift(deps, drift);
+  const dims = { [METRIC_DIMENSIONS.cluster]: config.clusterName };
+  const metric = (name: (typeof METRIC_NAMES)[keyof typeof METRIC_NAMES], value: number): void =>
+    deps.metrics?.add(name, dims, value);
+  metric(METRIC_NAMES.reconcilerEnisMarked, gc.marked.length);
+  metric(METRIC_NAMES.reconcilerEnisDeleted, gc.deleted.length);
+  metric(METRIC_NAMES.reconcilerEniDeleteFailures, gc.deleteFailed.length);
+  metric(METRIC_NAMES.reconcilerPartitionsRemoved, removed.length);
+  metric(METRIC_NAMES.reconcilerStrayLeasePartitions, strays.strayLeases.length);
+  const report: PacedReconcileReport = {
+    enisSeen: enis.length,
+    ...gc,
+    partitionsRemoved: removed,
+    partitionsMarkedGone: goneMarked,
+    drift,
+    nodesVisited: walk.visited,
+    nodesChecked,
+    ...(walk.cycle !== undefined ? { cycle: walk.cycle } : {}),
+    cycleDone: walk.cycleDone,
+    stoppedEarly: walk.stoppedEarly,
+    strays,
+    strayLeases: strays.strayLeases,
+  };
+  logger.info('paced reconcile run done', {
+    enisSeen: enis.length,
+    deleted: gc.deleted.length,
+    nodesVisited: walk.visited,
+    nodesChecked,
+    cycle: walk.cycle,
+    stoppedEarly: walk.stoppedEarly,
+    drift: drift.length,
+    strayLeases: strays.strayLeases.length,
+  });
+  return report;
+
+  function goneInput() {
+    return {
+      nowMs,
+      minAgeMs: config.eniMinAgeForGcMs,
+      minMarkAgeMs,
+      ...(deps.goneRetentionMs !== undefined ? { goneRetentionMs: deps.goneRetentionMs } : {}),
+    };
+  }
+
+  /** Drift on one node; clean when nothing is found and no lease is too young to judge. */
+  async function checkNode(node: NodeRecord, attached: readonly Ec2Eni[], states: ReadonlyMap<string, string>) {
+    const leases = await store.listLeases(node.instanceArn);
+    const graceMs = deps.driftGraceMs ?? DEFAULT_DRIFT_GRACE_MS;
+    const recorded = new Set(node.enis.flatMap((e) => e.eniId ?? []));
+    const items = detectDrift({
+      nowMs,
+      graceMs,
+      nodes: [node],
+      leasesByNode: new Map([[node.instanceArn, leases]]),
+      enis: [...attached, ...enis.filter((e) => recorded.has(e.eniId) && !attached.includes(e))],
+      instanceStates: states,
+    }).filter((d) => d.kind !== 'eni-without-node');
+    const young = leases.some((l) => nowMs - l.createdAtMs < graceMs);
+    return { items, clean: items.length === 0 && !young };
+  }
+
+  /**
+   * Node items of the instances tagged on collectable ENIs; every node item when one has no instance tag (it
+   * could be recorded on any node), which the lifecycle never leaves.
+   */
+  async function ownersOf(collectable: readonly Ec2Eni[]): Promise<NodeRecord[]> {
+    const ids = collectable.map((e) => e.tags[ENI_TAGS.instance]);
+    if (ids.some((id) => id === undefined)) return store.listNodes();
+    const first = (await store.listNodeRefs({ shard: 0 }, 1)).refs[0];
+    if (!first) return [];
+    const prefix = first.instanceArn.slice(0, first.instanceArn.lastIndexOf('/') + 1);
+    const nodes = await Promise.all([...new Set(ids)].map((id) => store.getNode(`${prefix}${id}`)));
+    return nodes.filter((n): n is NodeRecord => n !== undefined);
+  }
+}
+
+/** Whether the index places `arn` in the page that covered `span` (after `from`, up to and including `next`). */
+export function inSpan(arn: string, span: WalkSpan): boolean {
+  const shard = Number(nodeIndexShard(arn).slice('nodes#'.length));
+  const { from, next } = span;
+  if (shard < from.shard || (shard === from.shard && from.afterArn !== undefined && arn <= from.afterArn)) return false;
+  if (!next) return shard < NODE_INDEX.shards;
+  if (next.afterArn === undefined) return shard < next.shard;
+  return shard < next.shard || (shard === next.shard && arn <= next.afterArn);
+}

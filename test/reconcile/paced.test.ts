@@ -1,0 +1,221 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { instanceArn } from '../../shared/domain/arn.js';
+import type { LeaseStore } from '../../shared/lease-store/port.js';
+import { expectedLeases } from '../../shared/lifecycle/pod-eni.js';
+import { DynamoLeasePartitions } from '../../shared/reconcile/lease-partitions.js';
+import { inSpan, type PacedReconcileDeps, reconcilePaced } from '../../shared/reconcile/paced.js';
+import { MemorySweepCursorStore } from '../../shared/schedule/cursor.js';
+import { ACCOUNT, type PoolEnv, REGION, readyNode, startPoolEnv } from '../pool/support.js';
+
+let env: PoolEnv | undefined;
+afterEach(async () => {
+  await env?.close();
+  env = undefined;
+});
+
+const CYCLE_MS = 900_000;
+const MARK_AGE_MS = 60_000;
+const NEVER = Number.POSITIVE_INFINITY;
+
+/** The store with its lease reads and index pages counted (what a schedule pays per node). */
+function counted(store: LeaseStore, onPage?: () => void) {
+  const counts = { listLeases: 0, getNode: 0, pages: 0 };
+  const wrapped = new Proxy(store, {
+    get(target, prop, receiver) {
+      const fn = Reflect.get(target, prop, receiver) as unknown;
+      if (typeof fn !== 'function') return fn;
+      return (...args: unknown[]) => {
+        if (prop === 'listLeases') counts.listLeases += 1;
+        if (prop === 'getNode') counts.getNode += 1;
+        if (prop === 'listNodeRefs') {
+          counts.pages += 1;
+          onPage?.();
+        }
+        return (fn as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  return { store: wrapped, counts };
+}
+
+function pacedDeps(e: PoolEnv, store: LeaseStore, extra: Partial<PacedReconcileDeps> = {}): PacedReconcileDeps {
+  return {
+    ec2: e.ec2,
+    store,
+    config: e.config,
+    clock: e.clock,
+    logger: e.logger,
+    metrics: e.metrics,
+    minMarkAgeMs: MARK_AGE_MS,
+    driftGraceMs: 0,
+    cursor: new MemorySweepCursorStore(),
+    leasePartitions: new DynamoLeasePartitions(e.api, e.tableName),
+    ...extra,
+  };
+}
+
+describe('Paced reconciler: reads follow change, not runs', () => {
+  it('reads a node’s leases on the first cycle and again only when its digest changes', async () => {
+    env = await startPoolEnv();
+    const nodes = [await readyNode(env), await readyNode(env), await readyNode(env)];
+    const { store, counts } = counted(env.store);
+    const deps = pacedDeps(env, store);
+
+    const first = await reconcilePaced(deps, NEVER);
+    expect(first.nodesChecked).toBe(3); // cycle 0 is a full one: nothing seen yet
+    expect(first.drift).toEqual([]);
+    // Eight more cycles (two hours at the default) with nothing changed: no lease read at all.
+    for (let i = 0; i < 8; i++) {
+      env.clock.advance(CYCLE_MS);
+      const run = await reconcilePaced(deps, NEVER);
+      expect(run.nodesVisited).toBe(3);
+      expect(run.nodesChecked).toBe(0);
+    }
+    expect(counts.listLeases).toBe(3);
+
+    // EC2 changes under one node (an address unassigned out of band): that node, and only it, is read.
+    const eni = nodes[1]!.node.enis[0]!;
+    await env.ec2.unassignPrivateIpAddresses(eni.eniId!, { ips: [eni.addresses[0]!] });
+    env.clock.advance(CYCLE_MS);
+    const changed = await reconcilePaced(deps, NEVER);
+    expect(changed.nodesChecked).toBe(1);
+    expect(changed.drift).toEqual([
+      { kind: 'lease-without-address', instanceId: nodes[1]!.instanceId, eniId: eni.eniId, address: eni.addresses[0] },
+    ]);
+    // A node with drift is not recorded clean: it is read (and reported) every cycle until it is fixed.
+    env.clock.advance(CYCLE_MS);
+    expect((await reconcilePaced(deps, NEVER)).drift).toHaveLength(1);
+    expect(counts.listLeases).toBe(5);
+  });
+
+  it('control: with every cycle a full one (no digest), every cycle reads every node’s leases', async () => {
+    env = await startPoolEnv();
+    for (let i = 0; i < 3; i++) await readyNode(env);
+    const { store, counts } = counted(env.store);
+    const deps = pacedDeps(env, store, { driftFullEveryCycles: 1 });
+    for (let i = 0; i < 4; i++) {
+      await reconcilePaced(deps, NEVER);
+      env.clock.advance(CYCLE_MS);
+    }
+    expect(counts.listLeases).toBe(12);
+  });
+
+  it('walks at most once per cycle: runs between cycles read no node', async () => {
+    env = await startPoolEnv();
+    for (let i = 0; i < 2; i++) await readyNode(env);
+    const { store, counts } = counted(env.store);
+    const deps = pacedDeps(env, store);
+    await reconcilePaced(deps, NEVER);
+    const pages = counts.pages;
+    for (let i = 0; i < 2; i++) {
+      env.clock.advance(300_000); // the schedule's 5 minutes, inside the 15-minute cycle
+      expect((await reconcilePaced(deps, NEVER)).nodesVisited).toBe(0);
+    }
+    expect(counts.pages).toBe(pages);
+    env.clock.advance(300_000);
+    expect((await reconcilePaced(deps, NEVER)).nodesVisited).toBe(2);
+  });
+
+  it('stops at its deadline and the next run carries on where it stopped', async () => {
+    env = await startPoolEnv();
+    for (let i = 0; i < 3; i++) await readyNode(env);
+    // Each index page takes 10 ms of the (manual) clock; the deadline allows two pages to start.
+    const e = env;
+    const { store } = counted(env.store, () => e.clock.advance(10));
+    const deps = pacedDeps(env, store, { pageSize: 1 });
+    const startMs = env.clock.nowMs();
+    const first = await reconcilePaced(deps, startMs + 15);
+    expect([first.nodesVisited, first.stoppedEarly, first.cycleDone]).toEqual([2, true, false]);
+    const second = await reconcilePaced(deps, NEVER);
+    expect([second.nodesVisited, second.cycle, second.cycleDone]).toEqual([1, 0, true]);
+  });
+});
+
+describe('Paced reconciler: the stray search', () => {
+  it('scans rarely, marks on the first look and removes only on a second look a mark-age later', async () => {
+    env = await startPoolEnv();
+    const live = await readyNode(env);
+    const [template] = expectedLeases(live.node, 1);
+    const strayArn = instanceArn(REGION, ACCOUNT, 'i-0000000000000beef', 'aws'); // unknown to EC2
+    await env.store.putLeases([{ ...template!, instanceArn: strayArn }], env.clock.nowMs());
+    const deps = pacedDeps(env, env.store, { strayScanPeriodMs: 86_400_000 });
+
+    const first = await reconcilePaced(deps, NEVER);
+    expect(first.strays.scanPages).toBeGreaterThan(0);
+    expect(first.strayLeases.map((s) => [s.instanceArn, s.action])).toEqual([[strayArn, 'mark']]);
+    expect(await env.store.listLeases(strayArn)).toHaveLength(1);
+    // The second look comes from the mark, not from another Scan: too soon, it waits.
+    env.clock.advance(MARK_AGE_MS - 1);
+    const early = await reconcilePaced(deps, NEVER);
+    expect([early.strays.scanPages, early.strayLeases[0]?.action]).toEqual([0, 'wait']);
+    expect(await env.store.listLeases(strayArn)).toHaveLength(1);
+    env.clock.advance(1);
+    const second = await reconcilePaced(deps, NEVER);
+    expect([second.strays.scanPages, second.strayLeases[0]?.action]).toEqual([0, 'remove']);
+    expect(await env.store.listLeases(strayArn)).toEqual([]);
+    expect(await env.store.listLeases(live.instanceArn)).toHaveLength(6);
+
+    // A partition that goes stray after the Scan waits for the next one: none until a day has passed.
+    const laterArn = instanceArn(REGION, ACCOUNT, 'i-0000000000000f00d', 'aws');
+    await env.store.putLeases([{ ...template!, instanceArn: laterArn }], env.clock.nowMs());
+    env.clock.advance(86_400_000 - MARK_AGE_MS - 1);
+    const beforeDay = await reconcilePaced(deps, NEVER);
+    expect([beforeDay.strays.scanPages, beforeDay.strayLeases]).toEqual([0, []]);
+    env.clock.advance(1);
+    const nextDay = await reconcilePaced(deps, NEVER);
+    expect(nextDay.strays.scanPages).toBeGreaterThan(0);
+    expect(nextDay.strayLeases.map((s) => [s.instanceArn, s.action])).toEqual([[laterArn, 'mark']]);
+  });
+
+  it('a partition whose node item comes back between the looks is not removed', async () => {
+    env = await startPoolEnv();
+    const node = await readyNode(env);
+    const deps = pacedDeps(env, env.store);
+    // Its node item deleted by hand (an operator), the instance terminated: stray on the first look.
+    env.sim.api.terminateInstance(node.instanceId);
+    await new Promise((resolve) => setTimeout(resolve, 20)); // the simulator's shutdown timer (scaled to 0)
+    const saved = node.node;
+    await env.api.deleteItem({
+      TableName: env.tableName,
+      Key: { pk: { S: node.instanceArn }, sk: { S: 'node' } },
+    });
+    const first = await reconcilePaced(deps, NEVER);
+    expect(first.strayLeases.map((s) => s.action)).toEqual(['mark']);
+    await env.store.createNode({ ...saved, phase: 'DRAINING', updatedAtMs: env.clock.nowMs(), version: 1 });
+    env.clock.advance(MARK_AGE_MS);
+    const second = await reconcilePaced(deps, NEVER);
+    expect(second.strayLeases).toEqual([]);
+    expect(await env.store.listLeases(node.instanceArn)).toHaveLength(6);
+    expect(await deps.leasePartitions!.strayMarks()).toEqual(new Map()); // the stale mark is cleared
+  });
+});
+
+describe('Paced reconciler: gone nodes and the page span', () => {
+  it('marks a terminated node on one cycle and removes its partition on the next', async () => {
+    env = await startPoolEnv({ config: { eniMinAgeForGcMs: 1000 } });
+    const keep = await readyNode(env);
+    const gone = await readyNode(env);
+    env.sim.api.terminateInstance(gone.instanceId);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    env.clock.advance(2000);
+    const deps = pacedDeps(env, env.store);
+    expect((await reconcilePaced(deps, NEVER)).partitionsMarkedGone).toEqual([gone.instanceArn]);
+    expect(await env.store.listLeases(gone.instanceArn)).toHaveLength(6);
+    env.clock.advance(CYCLE_MS);
+    expect((await reconcilePaced(deps, NEVER)).partitionsRemoved).toEqual([gone.instanceArn]);
+    expect(await env.store.getNode(gone.instanceArn)).toBeUndefined();
+    expect(await env.store.listLeases(keep.instanceArn)).toHaveLength(6);
+  });
+
+  it('places an ARN in exactly one page of a walk', async () => {
+    const arns = Array.from({ length: 200 }, (_, i) =>
+      instanceArn(REGION, ACCOUNT, `i-${(0xabc000 + i).toString(16).padStart(17, '0')}`, 'aws'),
+    );
+    const spans = [
+      { from: { shard: 0 }, next: { shard: 3, afterArn: arns[7]! } },
+      { from: { shard: 3, afterArn: arns[7]! }, next: { shard: 9 } },
+      { from: { shard: 9 } },
+    ];
+    for (const arn of arns) expect(spans.filter((s) => inSpan(arn, s))).toHaveLength(1);
+  });
+});
