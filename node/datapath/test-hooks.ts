@@ -15,7 +15,6 @@ import { ROUTING_STEPS, type RoutingStep } from './pod-routing.js';
  */
 export const FAULT_STEPS = [
   'journal-intent',
-  'between-claims',
   'claim',
   'journal-record',
   'find-master',
@@ -28,8 +27,10 @@ export const FAULT_STEPS = [
   'read-back',
   'print-result',
 ] as const;
-export type FaultStep = (typeof FAULT_STEPS)[number] | RoutingStep;
-const ALL_STEPS: readonly string[] = [...FAULT_STEPS, ...ROUTING_STEPS];
+/** Steps only a dual-stack ADD takes (between its IPv4 and IPv6 claims); every ADD takes FAULT_STEPS. */
+export const DUAL_FAULT_STEPS = ['between-claims'] as const;
+export type FaultStep = (typeof FAULT_STEPS)[number] | (typeof DUAL_FAULT_STEPS)[number] | RoutingStep;
+const ALL_STEPS: readonly string[] = [...FAULT_STEPS, ...DUAL_FAULT_STEPS, ...ROUTING_STEPS];
 
 export interface TestHooks {
   readonly linkKind: 'ipvlan' | 'macvlan';
