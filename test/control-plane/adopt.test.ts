@@ -105,7 +105,7 @@ describe('Function: adoptTemplateEnis (launch-template adoption, EC2 simulator +
     expect(simCalls(h)).toEqual({ mutating: {}, describe: { DescribeInstances: 1, DescribeNetworkInterfaces: 1 } });
   });
 
-  it('writes the node item twice and each lease once per adopted node: no PENDING item, READY with the leases', async () => {
+  it('writes the node item three times and each lease once per adopted node: no PENDING item, READY with the leases, then the hook time', async () => {
     await start();
     const id = launchFromTemplate(h, 'm5.large', templateEnis(h, 'm5.large'));
     // The lease store over a DynamoDB client that counts each request by operation.
@@ -120,9 +120,10 @@ describe('Function: adoptTemplateEnis (launch-template adoption, EC2 simulator +
     expect(node?.phase).toBe('READY');
     expect(node?.enis.every((e) => e.step === 'LEASED')).toBe(true);
     expect(await h.store.listLeases(h.instanceArnOf(id))).toHaveLength(16);
-    // One read (is there a node item?), the item created PROVISIONING, 16 conditional lease puts, READY.
-    expect(api.calls.length).toBe(1 + 1 + 16 + 1);
-    expect([api.count('GetItem'), api.count('PutItem')]).toEqual([1, 1 + 16 + 1]);
+    // One read (is there a node item?), the item created PROVISIONING, 16 conditional lease puts, READY; after
+    // the hook is completed, one read and one write record when (hook-completion.ts).
+    expect(api.calls.length).toBe(1 + 1 + 16 + 1 + 2);
+    expect([api.count('GetItem'), api.count('PutItem')]).toEqual([1 + 1, 1 + 16 + 1 + 1]);
     expect(h.autoScaling.resultFor(id)).toEqual(['CONTINUE']);
   });
 
@@ -140,7 +141,9 @@ describe('Function: adoptTemplateEnis (launch-template adoption, EC2 simulator +
 
     const node = await h.store.getNode(h.instanceArnOf(id));
     expect(node?.phase).toBe('READY');
-    expect(node?.version).toBe(2); // created PROVISIONING, then READY: nobody wrote over the winner
+    // Created PROVISIONING, READY, then the hook's completion time: nobody wrote over the winner.
+    expect(node?.version).toBe(3);
+    expect(node?.hookCompletedAtMs).toBeTypeOf('number');
     expect(await h.store.listLeases(h.instanceArnOf(id))).toHaveLength(16);
     expect(h.autoScaling.resultFor(id)).toEqual(['CONTINUE']);
     expect(formatViolations(await h.check())).toBe('');
