@@ -191,12 +191,15 @@ describe('npm start (the local scenario)', () => {
         const sum = (pick: (a: ScenarioReport['agents'][number]) => number) =>
           report.agents.reduce((s, a) => s + pick(a), 0);
         expect(report.agents).toHaveLength(2);
-        expect(sum((a) => a.add)).toBe(report.cni.add.count);
-        expect(sum((a) => a.del)).toBe(report.cni.del.count);
-        expect(sum((a) => a.viaAgent) + sum((a) => a.fallback)).toBe(report.cni.add.count + report.cni.del.count);
-        process.stderr.write(
-          `npm start --keep: ${sum((a) => a.fallback)} fallbacks of ${report.cni.add.count + report.cni.del.count} calls\n`,
-        );
+        // What was sent includes the holder check's repeated ADDs, which the timed latencies leave out.
+        const sentAdd = sum((a) => a.sent.add);
+        const sentDel = sum((a) => a.sent.del);
+        expect(sentAdd).toBeGreaterThanOrEqual(report.cni.add.count);
+        expect(sentDel).toBeGreaterThanOrEqual(report.cni.del.count);
+        expect(sum((a) => a.add)).toBe(sentAdd);
+        expect(sum((a) => a.del)).toBe(sentDel);
+        expect(sum((a) => a.viaAgent) + sum((a) => a.fallback)).toBe(sentAdd + sentDel);
+        process.stderr.write(`npm start --keep: ${sum((a) => a.fallback)} fallbacks of ${sentAdd + sentDel} calls\n`);
         for (const node of state.nodes ?? []) {
           // Reachable now, and what it serves is what the report counted for that node.
           const scraped = await scrapeAgentCounts(node.metricsUrl);
