@@ -136,7 +136,9 @@ export function fileLogger(
         if (!ready) {
           ready = true;
           // The mode above applies only on creation, and then through the umask, which may be wider or narrower.
-          if ((statSync(config.logFile).mode & 0o777 & ~LOG_FILE_MODE) !== 0) chmodSync(config.logFile, LOG_FILE_MODE);
+          // Rotated away already by another process: the file it left was created here, 0640 or narrower.
+          const mode = statSync(config.logFile, { throwIfNoEntry: false })?.mode ?? 0;
+          if ((mode & 0o777 & ~LOG_FILE_MODE) !== 0) chmodSync(config.logFile, LOG_FILE_MODE);
         }
       } catch (err) {
         process.stderr.write(`vpc-lease-cni: cannot write ${config.logFile}: ${errorMessage(err)}\n`);
