@@ -2,6 +2,7 @@ import { instanceArn } from '../domain/arn.js';
 import type { NodeRecord } from '../domain/node.js';
 import { VersionConflictError } from '../errors.js';
 import { METRIC_NAMES } from '../metrics.js';
+import { budgetWait } from './budget-wait.js';
 import { done, type LifecycleDeps, type StepOutcome, wait } from './deps.js';
 import { sweepInstanceEnis } from './eni-sweep.js';
 import type { StateChangeEvent, TerminateEvent } from './events.js';
@@ -21,6 +22,18 @@ export async function runTerminate(
   deps: LifecycleDeps,
   event: TerminateEvent | StateChangeEvent,
 ): Promise<StepOutcome> {
+  try {
+    return await terminateSteps(deps, event);
+  } catch (err) {
+    // A busy account defers the sweep: re-enqueued for its token with a heartbeat, like a launch, rather than
+    // failing the record and spending SQS receives until a large scale-in reaches the DLQ.
+    const deferred = budgetWait(err);
+    if (deferred) return deferred;
+    throw err;
+  }
+}
+
+async function terminateSteps(deps: LifecycleDeps, event: TerminateEvent | StateChangeEvent): Promise<StepOutcome> {
   if (event.kind === 'state-change' && event.state !== 'terminated')
     return done(`state ${event.state} needs nothing from vpc-lease`);
   const arn = instanceArn(event.region, event.accountId, event.instanceId, event.partition);

@@ -5,7 +5,7 @@ import { BudgetedEc2 } from '../../shared/ec2/budgeted-ec2.js';
 import { MemoryRateBudgetStore, RateBudget, type RateBudgetStore } from '../../shared/ec2/rate-budget.js';
 import { createLifecycleBatchHandler } from '../../shared/lifecycle/batch-handler.js';
 import { createLifecycleRecordHandler } from '../../shared/lifecycle/record-handler.js';
-import { launchEventBody, sqsRecord } from './support/events.js';
+import { launchEventBody, sqsRecord, terminateEventBody } from './support/events.js';
 import { Harness } from './support/harness.js';
 
 const record = sqsRecord;
@@ -154,5 +154,43 @@ describe('A launch with an inline attach wait (deps.attachWaitMs)', () => {
     expect(h.requeue.queued).toHaveLength(1);
     // One look for both ENIs, after the wait: a look right after attaching would only see them attaching.
     expect(looks).toHaveLength(1);
+  });
+});
+
+describe('A terminate deferred by the EC2 rate budget', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await Harness.start({ config: { minLeases: 4 } });
+  });
+  afterAll(() => h.close());
+
+  it('is re-enqueued for its next token with a heartbeat, and the hook is not completed', async () => {
+    const id = h.launchInstance('m5.large');
+    await createLifecycleRecordHandler(h.deps())(launchEventBody(id));
+    expect(h.autoScaling.resultFor(id)).toEqual(['CONTINUE']);
+    const clock = new ManualClock(Date.now());
+    const inner = new MemoryRateBudgetStore();
+    const rate = { bucket: 1, refillPerSecond: 0.1 };
+    // Every bucket the sweep uses is empty on first sight: its next token is 10 s away, past the 1 s bound.
+    const drained = new Set<string>();
+    const store: RateBudgetStore = {
+      take: async (key, count, r, nowMs, latestMs) => {
+        if (!drained.has(key)) await inner.take(key, r.bucket, r, nowMs, nowMs);
+        drained.add(key);
+        return inner.take(key, count, r, nowMs, latestMs);
+      },
+    };
+    const budget = new RateBudget({ store, clock, rateOf: () => rate, maxWaitMs: 1000 });
+    const queuedBefore = h.requeue.queued.length;
+    await createLifecycleRecordHandler(h.deps(undefined, { ec2: new BudgetedEc2(h.ec2, budget) }))(
+      terminateEventBody(id),
+    );
+    const requeued = h.requeue.queued.slice(queuedBefore);
+    expect(requeued).toHaveLength(1);
+    expect(requeued[0]!.delayS).toBe(8);
+    expect(JSON.parse(requeued[0]!.body).vpcLease).toMatchObject({ attempt: 1, waitedS: 0 });
+    expect(h.autoScaling.heartbeats.map((r) => r.instanceId)).toContain(id);
+    expect(h.autoScaling.resultFor(id)).toEqual(['CONTINUE']);
+    expect(budget.stats.deferred).toBeGreaterThan(0);
   });
 });
