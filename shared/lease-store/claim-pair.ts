@@ -1,4 +1,5 @@
 import type { Lease, LeaseHolder } from '../domain/lease.js';
+import { errorMessage, StoreUnavailableError } from '../errors.js';
 import type { IpFamily } from '../ipv6.js';
 import type { ClaimOptions, LeaseStore } from './port.js';
 
@@ -35,9 +36,17 @@ export async function claimPodLeases(
     const v6 = await store.claim(instanceArn, holder, nowMs, { ...options, family: 'ipv6', eniId: v4.eniId });
     return [v4, v6];
   } catch (err) {
-    // When the store cannot take the undo either, the lease stays CLAIMED by this holder: the runtime's DEL after
-    // the failed ADD, a repeated ADD or GC finds it by the holder. The claim's own error is the one to report.
-    await store.release(instanceArn, holder, nowMs, 0, v4.ip).catch(() => undefined);
+    try {
+      await store.release(instanceArn, holder, nowMs, 0, v4.ip);
+    } catch (undoErr) {
+      // The IPv4 lease stays CLAIMED by this holder. The store's failure is the one to report: the caller then
+      // gives back what the holder has, or keeps its intent so the next ADD or DEL looks the holder up.
+      if (undoErr instanceof StoreUnavailableError)
+        throw new StoreUnavailableError(
+          `${errorMessage(err)}; and ${v4.ip}, claimed first, could not be given back: ${errorMessage(undoErr)}`,
+        );
+      throw undoErr;
+    }
     throw err;
   }
 }

@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { Lease, NewLease } from '../../shared/domain/lease.js';
 import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
-import { NoFreeLeaseError } from '../../shared/errors.js';
+import { NoFreeLeaseError, StoreUnavailableError } from '../../shared/errors.js';
 import { ipFamilyOf } from '../../shared/ipv6.js';
 import { claimPodLeases, findPodLeases } from '../../shared/lease-store/claim-pair.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
@@ -101,6 +101,22 @@ describe('Function: claimPodLeases (dual stack on DynamoDB, dynalite)', () => {
     expect(after?.state).toBe('COOLDOWN');
     expect(after?.reusableAtMs).toBe(NOW_MS);
     expect(await findPodLeases(store, arn, 'container-1', 'eth0', 'dual')).toEqual([]);
+  });
+
+  it('reports the store failure, not the claim error, when the undo cannot be written either', async () => {
+    await seed([...v4Leases(arn, ENI_A, 2), ...v6Leases(arn, ENI_A, 2)]);
+    const down = new StoreUnavailableError('injected: the store is unreachable');
+    const failingRelease: typeof store = Object.create(store);
+    failingRelease.release = () => Promise.reject(down);
+    let first: Lease | undefined;
+    const claim = claimPodLeases(failingRelease, arn, holder(1), NOW_MS, 'dual', {}, (lease) => {
+      first = lease;
+      throw new NoFreeLeaseError('injected between the claims');
+    });
+    await expect(claim).rejects.toBeInstanceOf(StoreUnavailableError);
+    await expect(claim).rejects.toThrow(/injected between the claims.*could not be given back.*unreachable/);
+    // Still CLAIMED by the holder: what the caller's recovery (release by holder, or the kept intent) looks up.
+    expect(await findPodLeases(store, arn, 'container-1', 'eth0', 'dual')).toEqual([first]);
   });
 
   it('a crash between the two claims is completed by the repeated ADD, on the same ENI and the same IPv4 address', async () => {
