@@ -9,7 +9,13 @@ import { pacedWalk, type WalkSpan } from '../schedule/paced-walk.js';
 import { actOnEniGc, actOnGoneNodes, type GoneNodeAct } from './actions.js';
 import { type DriftItem, detectDrift } from './drift.js';
 import { decideEniGc, decideGoneNodes, isInstanceLive, type StrayPartition } from './gc-plan.js';
-import { DEFAULT_DRIFT_GRACE_MS, DEFAULT_MIN_MARK_AGE_MS, type ReconcilerDeps, reportDrift } from './reconciler.js';
+import {
+  DEFAULT_DRIFT_GRACE_MS,
+  DEFAULT_MIN_MARK_AGE_MS,
+  type ReconcileReport,
+  type ReconcilerDeps,
+  reportDrift,
+} from './reconciler.js';
 import { nodeDigest, type SeenState, seenStateName } from './seen.js';
 import { type StraySearchReport, searchStrays } from './stray-search.js';
 
@@ -32,15 +38,7 @@ export interface PacedReconcileDeps extends ReconcilerDeps {
   readonly pageSize?: number;
 }
 
-export interface PacedReconcileReport {
-  readonly enisSeen: number;
-  readonly marked: readonly string[];
-  readonly unmarked: readonly string[];
-  readonly deleted: readonly string[];
-  readonly deleteFailed: readonly string[];
-  readonly partitionsRemoved: readonly string[];
-  readonly partitionsMarkedGone: readonly string[];
-  readonly drift: readonly DriftItem[];
+export interface PacedReconcileReport extends ReconcileReport {
   /** The stray partitions judged this run (the same as `strays.strayLeases`). */
   readonly strayLeases: readonly StrayPartition[];
   /** Node refs visited this run, and of the READY ones how many had their leases read (digest changed). */
