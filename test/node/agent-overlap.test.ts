@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { chmodSync, closeSync, mkdirSync, mkdtempSync, openSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -18,6 +19,8 @@ const skip = missing('root', 'netns', 'go-plugins');
 
 /** How long an install waits at the barrier before it fails the ADD (the failure this test exists to show). */
 const BARRIER_WAIT_S = 20;
+/** Container ids of this run: a failed run's pods (host veths named after them) never collide with the next's. */
+const RUN = randomBytes(3).toString('hex');
 
 /** Writes the wrapper multi binaries into `dir`; installs report to and wait on `gate`. */
 function wrapperIptables(dir: string, gate: string, pods: number): void {
@@ -99,7 +102,7 @@ describe.skipIf(skip)('the node agent overlaps independent ADDs', () => {
     const netnses = Array.from({ length: pods }, () => f.addNetns());
     const results = await Promise.all(
       netnses.map(async (netns, i) => {
-        const containerId = `overlap-${i}`;
+        const containerId = `overlap-${RUN}-${i}`;
         const add = await f.run('ADD', { netns, containerId, ...viaShim(socket) }, conf);
         // Read at once, before any other pod's answer: what this ADD promised must already hold.
         return { containerId, netns, add, marks: add.code === 0 ? podMarks(netns) : [] };
@@ -128,7 +131,7 @@ describe.skipIf(skip)('the node agent overlaps independent ADDs', () => {
     const { socket, gate } = await start(1);
     writeFileSync(join(gate, 'fail'), '');
     const netns = f.addNetns();
-    const containerId = 'overlap-fail';
+    const containerId = `overlap-${RUN}-fail`;
     const add = await f.run('ADD', { netns, containerId, ...viaShim(socket) }, f.netconf('1.0.0'));
     expect(add.code, add.stdout).toBe(1);
     expect(add.stdout).toMatch(/injected install failure/);
