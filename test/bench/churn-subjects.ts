@@ -51,9 +51,12 @@ export async function agentSubject(
 ): Promise<ChurnSubject> {
   const socket = join(mkdtempSync(join(node.fixture.dir, 'agent-')), 'run', 'agent.sock');
   // Its own metrics port (0: the kernel picks), so the bench never collides with another agent on 61680.
+  // VPC_LEASE_BENCH_PROFILE_DIR: each agent writes a V8 CPU profile there when it stops (where its CPU goes).
+  const profileDir = process.env['VPC_LEASE_BENCH_PROFILE_DIR'];
   const agent: AgentProcess = await startAgent(binary, socket, {
     PATH: process.env['PATH'] ?? '/usr/bin:/bin',
     VPC_LEASE_METRICS_ADDRESS: '127.0.0.1:0',
+    ...(profileDir ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${join(profileDir, name)}` } : {}),
   });
   const metricsUrl = await metricsUrlOf(agent);
   const shim = shimBeside(binary);

@@ -19,7 +19,7 @@ export interface BenchFlags {
   readonly prefixDelegation?: boolean | undefined;
   /** scale: the account's raised EC2 buckets, JSON by bucket key (as VPC_LEASE_EC2_BUCKETS takes them). */
   readonly ec2Buckets?: Ec2Buckets | undefined;
-  /** churn, cni: a dist/ directory of another build whose agent runs beside this build's (before/after). */
+  /** churn: a dist/ directory of another build whose agent runs beside this build's (before/after). */
   readonly baseline?: string | undefined;
 }
 

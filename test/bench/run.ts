@@ -6,7 +6,7 @@
  * default both), `--time-scale X` and
  * `--concurrency N` (scale: simulator pace, Lambda MaximumConcurrency), `--ec2-buckets JSON` (scale: an account's
  * raised EC2 buckets, `{"AttachNetworkInterface":{"bucket":100,"refillPerSecond":10}}`), `--seed N`,
- * `--baseline DIR` (churn, cni: another build's dist/, whose agent runs beside this build's in the same run).
+ * `--baseline DIR` (churn: another build's dist/, whose agent runs beside this build's in the same run).
  * Never part of `npm test`: these are figures, not pass/fail — nothing here asserts a wall-clock limit.
  */
 import { parseArgs } from 'node:util';
