@@ -150,6 +150,16 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
       holderOnAnotherAddress,
       claimedLeftAfterAllDels: leftClaimed.length,
       lostLeases,
+      /** What the lost ones are: leases missing from the store, and the states of those there. */
+      leasesAtEnd: {
+        missing: options.leases - leasesAtEnd.length,
+        ...Object.fromEntries(
+          [...new Set(leasesAtEnd.map((l) => l.state))].map((state) => [
+            state,
+            leasesAtEnd.filter((l) => l.state === state).length,
+          ]),
+        ),
+      },
       fallbacks: subjects.reduce(
         (sum, s) => sum + ((figures[s.name] as { fallbacks?: number } | undefined)?.fallbacks ?? 0),
         0,
