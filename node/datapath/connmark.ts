@@ -95,11 +95,49 @@ function podRules(podVeth: string): string[] {
   ];
 }
 
-/** Installs the pod-side mark rules (one iptables-restore, no flush of anything else). */
-export function installPodConnmark(podNsFd: number, podVeth: string): void {
+/** Most stderr kept from a background iptables run: enough for its error message. */
+const STDERR_MAX_BYTES = 4_096;
+
+/**
+ * Runs an iptables argv in the pod's netns without blocking the caller's event loop: the child is forked in the
+ * netns right away (the fork is part of spawn(), so the switch around it is enough) and its exit awaited later.
+ * The agent serves many pods at once; a synchronous spawn would stop every other call for the child's lifetime.
+ */
+function spawnInNetns(
+  podNsFd: number,
+  command: readonly string[],
+  args: readonly string[],
+  input: string,
+): Promise<{ status: number; stderr: string }> {
+  const [file, ...first] = command as [string, ...string[]];
+  const child = inNetns(podNsFd, () =>
+    spawn(file, [...first, ...args], {
+      stdio: ['pipe', 'ignore', 'pipe'],
+      env: { PATH: SAFE_PATH },
+      timeout: SPAWN_TIMEOUT_MS,
+    }),
+  );
+  child.stdin?.on('error', () => undefined); // a child that failed to start reports through 'error' below
+  child.stdin?.end(input);
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    if (stderr.length < STDERR_MAX_BYTES) stderr += chunk;
+  });
+  return new Promise((resolve, reject) => {
+    child.once('error', (err) => reject(new IptablesError(`failed to run ${file}: ${err.message}`, { cause: err })));
+    child.once('close', (code) => resolve({ status: code ?? 1, stderr }));
+  });
+}
+
+/**
+ * Installs the pod-side mark rules (one iptables-restore, no flush of anything else), started now and finished
+ * in the background: the caller must await it before the pod counts as ready. A bad name throws at once.
+ */
+export function startInstallPodConnmark(podNsFd: number, podVeth: string): Promise<void> {
   const input = ['*mangle', ...podRules(podVeth).map((r) => `-A ${r}`), 'COMMIT', ''].join('\n');
-  const res = inNetns(podNsFd, () => run(iptablesCommand('iptables-restore'), ['-w', '5', '--noflush'], input));
-  if (res.status !== 0) throw new IptablesError(`failed to install the pod connmark rules: ${res.stderr.trim()}`);
+  return spawnInNetns(podNsFd, iptablesCommand('iptables-restore'), ['-w', '5', '--noflush'], input).then((res) => {
+    if (res.status !== 0) throw new IptablesError(`failed to install the pod connmark rules: ${res.stderr.trim()}`);
+  });
 }
 
 /** Removes the pod-side mark rules; rules already gone are fine (DEL and undo are idempotent). */
@@ -119,38 +157,25 @@ export function removePodConnmark(podNsFd: number, podVeth: string): 'removed' |
 }
 
 /**
- * The same removal, started in the background: the child is forked in the pod's netns right away (the fork is
- * part of spawn(), so the netns switch around it is enough) and its exit awaited later, so DEL's iptables
- * run overlaps its store request. Only when the one-shot restore is refused (some rule was already gone)
- * does it fall back to the rule-by-rule removal, in a netns opened again by path.
+ * The same removal, started in the background (spawnInNetns), so DEL's iptables run overlaps its store request.
+ * Only when the one-shot restore is refused (some rule was already gone) does it fall back to the rule-by-rule
+ * removal, in a netns opened again by path.
  */
-export function startRemovePodConnmark(
+export async function startRemovePodConnmark(
   podNsFd: number,
   podVeth: string,
   reopen: () => number | undefined,
 ): Promise<'removed' | 'absent'> {
   const input = ['*mangle', ...podRules(podVeth).map((r) => `-D ${r}`), 'COMMIT', ''].join('\n');
-  const [file, ...first] = iptablesCommand('iptables-restore') as [string, ...string[]];
-  const child = inNetns(podNsFd, () =>
-    spawn(file, [...first, '-w', '5', '--noflush'], { stdio: ['pipe', 'ignore', 'ignore'], env: { PATH: SAFE_PATH } }),
-  );
-  child.stdin?.on('error', () => undefined); // a child that failed to start reports through 'error' below
-  child.stdin?.end(input);
-  return new Promise((resolve, reject) => {
-    child.once('error', (err) => reject(new IptablesError(`failed to run ${file}: ${err.message}`, { cause: err })));
-    child.once('close', (code) => {
-      if (code === 0) return resolve('removed');
-      const fd = reopen();
-      if (fd === undefined) return resolve('absent');
-      try {
-        resolve(removePodConnmark(fd, podVeth));
-      } catch (err) {
-        reject(err);
-      } finally {
-        closeSync(fd);
-      }
-    });
-  });
+  const res = await spawnInNetns(podNsFd, iptablesCommand('iptables-restore'), ['-w', '5', '--noflush'], input);
+  if (res.status === 0) return 'removed';
+  const fd = reopen();
+  if (fd === undefined) return 'absent';
+  try {
+    return removePodConnmark(fd, podVeth);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** Lists the mangle rules of a namespace as iptables-save prints them (CHECK and tests). */

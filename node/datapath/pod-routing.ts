@@ -3,11 +3,11 @@ import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import {
   addPodReturnPath,
   ensureHostConnmark,
-  installPodConnmark,
   mangleRules,
   POD_RETURN_TABLE,
   removePodConnmark,
   removePodReturnRule,
+  startInstallPodConnmark,
 } from './connmark.js';
 import {
   addHostRoute,
@@ -132,6 +132,17 @@ export async function setupPodRouting(
     await deleteLinkByName(s.host, hostName);
   });
   const pair = await createVethPair(s.host, s.pod, { hostName, podName, podNsFd: s.podNsFd, mtu: spec.mtu });
+  const firstHostIp = hostIps[0];
+  // The pod's mark rules name only its veth: their iptables run overlaps the netlink steps below (and, in the
+  // agent, other pods' calls) and is awaited before this ADD can succeed. Its undo waits for it to end first.
+  const marks = firstHostIp === undefined ? undefined : startInstallPodConnmark(s.podNsFd, podName);
+  if (marks) {
+    marks.catch(() => undefined); // awaited below, or by the undo when an earlier step fails
+    undo.push('add-connmark', async () => {
+      await marks.catch(() => undefined);
+      removePodConnmark(s.podNsFd, podName);
+    });
+  }
   // Both ends carry traffic whose route back leaves elsewhere, and neither has an address (see rp-filter.ts).
   validateHostVethByMark(hostName);
   unfilterPodVeth(s.podNsFd, podName);
@@ -146,18 +157,14 @@ export async function setupPodRouting(
     serviceCidrs: spec.hostVeth.serviceCidrs,
   });
   fault('add-pod-routes');
-  const firstHostIp = hostIps[0];
-  if (firstHostIp !== undefined) {
+  if (firstHostIp !== undefined && marks) {
     undo.push('add-return-path', async () => {
       await removePodReturnRule(s.pod);
     });
     await addPodReturnPath(s.pod, { podIndex: pair.podIndex, hostIp: firstHostIp });
     fault('add-return-path');
-    undo.push('add-connmark', () => {
-      removePodConnmark(s.podNsFd, podName);
-    });
-    installPodConnmark(s.podNsFd, podName);
     await ensureHostConnmark(s.host, hostIps);
+    await marks;
     fault('add-connmark');
   }
 }

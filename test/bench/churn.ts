@@ -1,105 +1,81 @@
-import { mkdtempSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { scrapeAgentCounts } from '../../infra/local/scenario/node-agents.js';
 import type { Lease } from '../../shared/domain/lease.js';
 import { LightDynamoClient } from '../../shared/dynamo/light-client.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
-import { startAgent } from '../node/support/agent-process.js';
 import { missing } from '../support/capabilities.js';
+import {
+  agentSubject,
+  type ChurnSubject,
+  goSubject,
+  pluginSubject,
+  runTurns,
+  subjectFigures,
+} from './churn-subjects.js';
 import { CniBenchNode } from './cni-node.js';
-import { childrenCpuMs, selfCpuMs } from './cpu.js';
 import { countDuplicates, type Holding } from './holdings.js';
 import { startRequestCounter } from './request-counter.js';
-import { elapsedMs, percentile, round } from './stats.js';
+import { elapsedMs, percentile, ratio, round } from './stats.js';
 
 export interface ChurnBenchOptions {
   readonly loops: number;
   readonly seconds: number;
   /** Leases on the node: a few more than loops, so claims contend for the same candidates. */
   readonly leases: number;
+  /** A dist/ directory of another build (its vpc-lease-cni and shim): its agent runs beside this build's. */
+  readonly baselineDir?: string;
+  readonly seed?: number;
 }
 
-interface LoopStats {
-  cycles: number;
-  addMs: number[];
-  delMs: number[];
-  failures: string[];
-  holdings: Holding[];
-}
+/** Turns per subject: the subjects alternate, so a change in load hits each of them alike. */
+const TURNS = 4;
 
 /**
- * `churn`: `loops` kubelet-like workers on one node, each ADD → DEL → ADD … with the real plugin processes in
- * their own pod netns, for a fixed time. ADD and DEL reach dynalite through two different counting proxies, so
- * requests per command are exact even while they interleave. Then the same loops on the lease store alone,
- * in-process, which is the store's ceiling without process start-up.
+ * `churn`: `loops` kubelet-like workers on one node, each ADD → DEL → ADD … with the real processes in their own
+ * pod netns, for `seconds` per subject: through this build's agent (the runtime's path since #22; the top-level
+ * figures), through a baseline build's agent (`--baseline DIR`), the per-call plugin, and the Go reference chain,
+ * in alternating turns. ADD and DEL reach dynalite through two different counting proxies, so requests per command
+ * are exact even while they interleave. Then the same loops on the lease store alone, in-process, which is the
+ * store's ceiling without process start-up.
  */
 export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<string, unknown>> {
-  const skip = missing('root', 'netns');
+  const skip = missing('root', 'netns', 'go-plugins');
   if (skip) return { skipped: skip };
   const node = await CniBenchNode.start();
   const delCounter = await startRequestCounter(node.fixture.dynalite.endpoint);
-  // Through the shim and the resident agent, as the runtime runs it since #22.
-  const agentSocket = join(mkdtempSync(join(node.fixture.dir, 'agent-')), 'run', 'agent.sock');
-  // Its own metrics port (0: the kernel picks), so the bench never collides with another agent on 61680.
-  const agent = await startAgent(node.binary, agentSocket, {
-    PATH: process.env['PATH'] ?? '/usr/bin:/bin',
-    VPC_LEASE_METRICS_ADDRESS: '127.0.0.1:0',
-  });
-  node.agentSocket = agentSocket;
+  const subjects: ChurnSubject[] = [];
   try {
     await node.fixture.seed(options.leases);
-    const addConf = node.netconf(true);
-    const delConf = node.netconf(false, { dynamoEndpoint: delCounter.endpoint });
+    const confs = { add: node.netconf(true), del: node.netconf(false, { dynamoEndpoint: delCounter.endpoint }) };
+    const agent = await agentSubject('agent', node, node.binary, confs);
+    subjects.push(agent);
+    if (options.baselineDir)
+      subjects.push(await agentSubject('baselineAgent', node, join(options.baselineDir, 'vpc-lease-cni'), confs));
+    subjects.push(pluginSubject(node, confs), goSubject(node));
     const netnses = Array.from({ length: options.loops }, () => node.fixture.addNetns());
-    // Warm the identity and code caches once, as on a node that already runs pods.
-    await node.run('ADD', { netns: netnses[0]!, containerId: 'warm' }, addConf);
-    await node.run('DEL', { netns: netnses[0]!, containerId: 'warm' }, delConf);
+    // Warm the identity and code caches once per subject, as on a node that already runs pods.
+    for (const subject of subjects) {
+      await subject.run('ADD', { netns: netnses[0]!, containerId: `warm-${subject.name}` });
+      await subject.run('DEL', { netns: netnses[0]!, containerId: `warm-${subject.name}` });
+    }
     node.dynamoCounter.reset();
+    delCounter.reset();
     node.ec2Trap.reset();
-    const metricsUrl = metricsUrlOf(agent.stderr());
-    const agentBefore = await scrapeAgentCounts(metricsUrl);
+    const viaBefore = await Promise.all(subjects.map((s) => s.viaAgent()));
 
-    const childCpu0 = childrenCpuMs();
-    const selfCpu0 = selfCpuMs();
-    const t0 = performance.now();
-    const deadline = t0 + options.seconds * 1000;
-    const loop = async (index: number): Promise<LoopStats> => {
-      const stats: LoopStats = { cycles: 0, addMs: [], delMs: [], failures: [], holdings: [] };
-      const netns = netnses[index]!;
-      for (let i = 0; performance.now() < deadline; i++) {
-        const containerId = `churn-${index}-${i}`;
-        const addStart = process.hrtime.bigint();
-        const add = await node.run('ADD', { netns, containerId }, addConf);
-        const addEnd = performance.now();
-        stats.addMs.push(elapsedMs(addStart));
-        const ip = (add.json?.['ips'] as { address: string }[] | undefined)?.[0]?.address.split('/')[0];
-        if (add.code !== 0 || !ip) stats.failures.push(`ADD: ${add.stdout.trim()}`);
-        const delStart = process.hrtime.bigint();
-        const delStartMs = performance.now();
-        const del = await node.run('DEL', { netns, containerId }, delConf);
-        stats.delMs.push(elapsedMs(delStart));
-        if (del.code !== 0) stats.failures.push(`DEL: ${del.stdout.trim()}`);
-        if (ip) stats.holdings.push({ ip, pod: containerId, fromMs: addEnd, untilMs: delStartMs });
-        if (add.code === 0 && del.code === 0) stats.cycles += 1;
-      }
-      return stats;
-    };
-    const sampling = sampleClaims(() => node.fixture.store.listLeases(node.fixture.arn), deadline);
-    const results = await Promise.all(Array.from({ length: options.loops }, (_, i) => loop(i)));
-    const seconds = (performance.now() - t0) / 1000;
-    const claims = await sampling;
-    const pluginCpuMs = childrenCpuMs() - childCpu0;
-    const serverCpuMs = selfCpuMs() - selfCpu0;
-    const all = {
-      cycles: results.reduce((s, r) => s + r.cycles, 0),
-      addMs: results.flatMap((r) => r.addMs),
-      delMs: results.flatMap((r) => r.delMs),
-      failures: results.flatMap((r) => r.failures),
-      holdings: results.flatMap((r) => r.holdings),
-    };
-    const duplicates = countDuplicates(all.holdings);
-    const ipOf = new Map(all.holdings.map((h) => [h.pod, h.ip]));
+    const turnSeconds = options.seconds / TURNS;
+    const sampling = sampleClaims(
+      () => node.fixture.store.listLeases(node.fixture.arn),
+      performance.now() + subjects.length * options.seconds * 1000,
+    );
+    const stats = await runTurns(subjects, netnses, { turns: TURNS, turnSeconds, seed: options.seed ?? 1 });
+    const claims = await sampling.stop();
+    const viaAfter = await Promise.all(subjects.map((s) => s.viaAgent()));
+
+    const ours = subjects.filter((s) => s.leases).map((s) => stats.get(s.name)!);
+    const holdings = ours.flatMap((s) => s.holdings);
+    const duplicates = countDuplicates(holdings);
+    const ipOf = new Map(holdings.map((h) => [h.pod, h.ip]));
     // A holder the store showed on another address than its ADD returned: two holders on one lease, seen in the store.
     const holderOnAnotherAddress = [...claims.ipsByHolder].filter(([pod, ips]) =>
       [...ips].some((ip) => ipOf.has(pod) && ipOf.get(pod) !== ip),
@@ -111,36 +87,61 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
       options.leases -
       leasesAtEnd.length +
       leasesAtEnd.filter((l) => l.state !== 'FREE' && l.state !== 'COOLDOWN').length;
-    const agentAfter = await scrapeAgentCounts(metricsUrl);
-    const agentCounts = {
-      add: agentAfter.add - agentBefore.add,
-      del: agentAfter.del - agentBefore.del,
-      viaAgent: agentAfter.viaAgent - agentBefore.viaAgent,
-      fallback: agentAfter.fallback - agentBefore.fallback,
-    };
-    const calls = all.addMs.length + all.delMs.length;
-    const podsPerSecond = round(all.cycles / seconds);
-    const adds = all.addMs.length;
+    const cores = availableParallelism();
+    const figures = Object.fromEntries(
+      subjects.map((s, i) => {
+        const st = stats.get(s.name)!;
+        const before = viaBefore[i];
+        const after = viaAfter[i];
+        const calls = st.addMs.length + st.delMs.length;
+        const profile = s.profile(st.addMs, st.delMs);
+        return [
+          s.name,
+          {
+            ...subjectFigures(st, cores),
+            // Calls the agent did not serve itself: the shim ran the full plugin (the agent's own metrics count).
+            ...(before !== undefined && after !== undefined ? { fallbacks: calls - (after - before) } : {}),
+            ...(profile
+              ? {
+                  agentAddPhasesMs: profile['add'],
+                  agentDelPhasesMs: profile['del'],
+                  agentBiggestRemainingCost: profile['biggest'],
+                }
+              : {}),
+          },
+        ];
+      }),
+    ) as Record<string, Record<string, number>>;
+    const main = figures['agent']!;
+    const agentStats = stats.get('agent')!;
     const store = await storeOnlyChurn(node, options);
+    const versus = (name: string) =>
+      figures[name]
+        ? {
+            podsPerSecond: ratio(main['podsPerSecond']!, figures[name]['podsPerSecond']!),
+            addP50Ms: ratio(main['addP50Ms']!, figures[name]['addP50Ms']!),
+            delP50Ms: ratio(main['delP50Ms']!, figures[name]['delP50Ms']!),
+            cpuMsPerPod: ratio(main['cpuMsPerPod']!, figures[name]['cpuMsPerPod']!),
+          }
+        : undefined;
+    const failures = ours.flatMap((s) => s.failures);
     return {
       loops: options.loops,
-      seconds: round(seconds),
+      secondsPerSubject: options.seconds,
+      turns: TURNS,
       leases: options.leases,
       path: 'shim → agent',
-      pods: all.cycles,
-      podsPerSecond,
-      addP50Ms: round(percentile(all.addMs, 50)),
-      addP99Ms: round(percentile(all.addMs, 99)),
-      delP50Ms: round(percentile(all.delMs, 50)),
-      delP99Ms: round(percentile(all.delMs, 99)),
-      adds,
-      /** CPU of the plugin processes (ADD + DEL) per pod: what bounds throughput once the machine is idle. */
-      pluginCpuMsPerPod: round(pluginCpuMs / Math.max(1, adds)),
-      /** CPU of dynalite, the proxies and this driver per pod (they share the machine with the plugin here). */
-      localServicesCpuMsPerPod: round(serverCpuMs / Math.max(1, adds)),
-      cpuBoundPodsPerSecondIdle: round((availableParallelism() * 1000) / Math.max(1, pluginCpuMs / Math.max(1, adds))),
-      failures: all.failures.length,
-      firstFailure: all.failures[0],
+      ...main,
+      subjects: figures,
+      /** This build's agent over each other subject, measured in the same run (pods/s: higher is better). */
+      agentRatioTo: {
+        ...(figures['baselineAgent'] ? { baselineAgent: versus('baselineAgent') } : {}),
+        plugin: versus('plugin'),
+        goChain: versus('goChain'),
+      },
+      adds: agentStats.addMs.length,
+      failures: failures.length,
+      firstFailure: failures[0],
       /** Pairs of pods whose sure holds of one address overlapped (each loop has its own netns: an address in two). */
       duplicates,
       /** Store samples during the run: a holder with two CLAIMED leases, or on another address than its ADD got. */
@@ -149,60 +150,78 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
       holderOnAnotherAddress,
       claimedLeftAfterAllDels: leftClaimed.length,
       lostLeases,
-      /** Calls the agent did not serve itself: the shim ran the full plugin (counted by the agent's own metrics). */
-      fallbacks: calls - agentCounts.viaAgent,
-      agentCounted: agentCounts,
-      dynamoRequestsPerAdd: round(node.dynamoCounter.total() / adds),
-      dynamoRequestsPerDel: round(delCounter.total() / all.delMs.length),
+      /** What the lost ones are: leases missing from the store, and the states of those there. */
+      leasesAtEnd: {
+        missing: options.leases - leasesAtEnd.length,
+        ...Object.fromEntries(
+          [...new Set(leasesAtEnd.map((l) => l.state))].map((state) => [
+            state,
+            leasesAtEnd.filter((l) => l.state === state).length,
+          ]),
+        ),
+      },
+      fallbacks: subjects.reduce(
+        (sum, s) => sum + ((figures[s.name] as { fallbacks?: number } | undefined)?.fallbacks ?? 0),
+        0,
+      ),
+      dynamoRequestsPerAdd: round(node.dynamoCounter.total() / Math.max(1, ours.flatMap((s) => s.addMs).length)),
+      dynamoRequestsPerDel: round(delCounter.total() / Math.max(1, ours.flatMap((s) => s.delMs).length)),
       dynamoAddRequestsByOperation: Object.fromEntries(node.dynamoCounter.counts),
-      ec2RequestsPerPod: round(node.ec2Trap.total() / adds),
+      ec2RequestsPerPod: round(node.ec2Trap.total() / Math.max(1, ours.flatMap((s) => s.addMs).length)),
       storeOnly: store,
       targets: {
-        atLeast50PodsPerSecond: podsPerSecond >= 50,
+        atLeast50PodsPerSecond: main['podsPerSecond']! >= 50,
         noDuplicates: duplicates === 0 && claims.holdersWithTwoClaims === 0 && holderOnAnotherAddress === 0,
         noLostLeases: lostLeases === 0,
       },
     };
   } finally {
-    await agent.stop();
+    await Promise.allSettled(subjects.map((s) => s.close()));
     await delCounter.close();
     await node.close();
   }
 }
 
-/** The agent's metrics URL, from its "metrics listening" log line. */
-function metricsUrlOf(stderr: string): string {
-  const line = stderr.split('\n').find((l) => l.includes('"metrics listening"'));
-  const url = line ? (JSON.parse(line) as { url?: string }).url : undefined;
-  if (!url) throw new Error(`the agent logged no metrics URL: ${stderr.slice(-500)}`);
-  return url;
+interface ClaimSamples {
+  samples: number;
+  holdersWithTwoClaims: number;
+  ipsByHolder: Map<string, Set<string>>;
 }
 
 /**
- * Reads the node's leases over and over until `deadlineMs` (performance.now()), recording which addresses each
- * holder was seen CLAIMED on and how often one holder held two at once.
+ * Reads the node's leases over and over until `stop()` (or `deadlineMs`, performance.now(), as a bound), recording
+ * which addresses each holder was seen CLAIMED on and how often one holder held two at once.
  */
-async function sampleClaims(
-  list: () => Promise<readonly Lease[]>,
-  deadlineMs: number,
-): Promise<{ samples: number; holdersWithTwoClaims: number; ipsByHolder: Map<string, Set<string>> }> {
-  const ipsByHolder = new Map<string, Set<string>>();
-  let samples = 0;
-  let holdersWithTwoClaims = 0;
-  while (performance.now() < deadlineMs) {
-    const perHolder = new Map<string, number>();
-    for (const lease of await list()) {
-      if (lease.state !== 'CLAIMED' || !lease.holder) continue;
-      const pod = lease.holder.containerId;
-      perHolder.set(pod, (perHolder.get(pod) ?? 0) + 1);
-      ipsByHolder.set(pod, (ipsByHolder.get(pod) ?? new Set()).add(lease.ip));
+function sampleClaims(list: () => Promise<readonly Lease[]>, deadlineMs: number): { stop(): Promise<ClaimSamples> } {
+  const out: ClaimSamples = { samples: 0, holdersWithTwoClaims: 0, ipsByHolder: new Map() };
+  let stopped = false;
+  let wake: (() => void) | undefined;
+  const running = (async () => {
+    while (!stopped && performance.now() < deadlineMs) {
+      const perHolder = new Map<string, number>();
+      for (const lease of await list()) {
+        if (lease.state !== 'CLAIMED' || !lease.holder) continue;
+        const pod = lease.holder.containerId;
+        perHolder.set(pod, (perHolder.get(pod) ?? 0) + 1);
+        out.ipsByHolder.set(pod, (out.ipsByHolder.get(pod) ?? new Set()).add(lease.ip));
+      }
+      out.holdersWithTwoClaims += [...perHolder.values()].filter((n) => n > 1).length;
+      out.samples += 1;
+      // A few reads a second: enough to catch a double claim that lasts, without loading dynalite under the pods.
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        setTimeout(resolve, 100);
+      });
     }
-    holdersWithTwoClaims += [...perHolder.values()].filter((n) => n > 1).length;
-    samples += 1;
-    // A few reads a second: enough to catch a double claim that lasts, without loading dynalite under the pods.
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return { samples, holdersWithTwoClaims, ipsByHolder };
+  })();
+  return {
+    stop: async () => {
+      stopped = true;
+      wake?.();
+      await running;
+      return out;
+    },
+  };
 }
 
 /** The same loops on DynamoLeaseStore over the CNI's light client, in this process: claim, then release by ip. */

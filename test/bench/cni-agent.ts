@@ -1,7 +1,7 @@
 import { closeSync, mkdtempSync, openSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { detectIptablesMode, IMAGE_IPTABLES_DIR, imageIptables } from '../../node/agent/iptables-mode.js';
-import { installPodConnmark, removePodConnmark, useIptables } from '../../node/datapath/connmark.js';
+import { removePodConnmark, startInstallPodConnmark, useIptables } from '../../node/datapath/connmark.js';
 import { type AgentProcess, shimBeside, startAgent } from '../node/support/agent-process.js';
 import type { PluginRun } from '../node/support/node-fixture.js';
 import type { CniBenchNode } from './cni-node.js';
@@ -13,11 +13,40 @@ import { elapsedMs, round, summarize } from './stats.js';
 
 const CLOCK_TICKS_PER_S = 100; // USER_HZ
 
-/** user + system CPU of a live process, from /proc/<pid>/stat (fields 14 and 15). */
-function processCpuMs(pid: number): number {
+/**
+ * user + system CPU of a live process and of the children it reaped (its iptables runs), from /proc/<pid>/stat
+ * (fields 14 to 17).
+ */
+export function processCpuMs(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_S;
+  const ticks = [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0);
+  return (ticks * 1000) / CLOCK_TICKS_PER_S;
+}
+
+/**
+ * Where calls through the agent `pid` spend their time: its phase marks for ADD and DEL (each step's median, from
+ * the log lines it wrote), and `outsideHandler` — the call's p50 latency less the handler's median total: the
+ * shim's start, the socket, the JSON and the lock wait before the first mark.
+ */
+export function agentPhaseProfile(
+  logFile: string,
+  pid: number,
+  addMs: readonly number[],
+  delMs: readonly number[],
+): { add: Record<string, number>; del: Record<string, number>; biggest: Record<string, unknown> } {
+  const of = (message: string, latency: readonly number[]) => {
+    const steps = phaseStepMediansMs(logFile, message, pid);
+    return { ...steps, outsideHandler: round(summarize(latency).p50Ms - (steps['total'] ?? 0)) };
+  };
+  const add = of('added', addMs);
+  const del = of('deleted', delMs);
+  const all = [
+    ...Object.entries(add).map(([phase, ms]) => ({ command: 'ADD', phase, p50Ms: ms })),
+    ...Object.entries(del).map(([phase, ms]) => ({ command: 'DEL', phase, p50Ms: ms })),
+  ].filter((p) => p.phase !== 'total');
+  const biggest = all.reduce((a, b) => (b.p50Ms > a.p50Ms ? b : a), { command: '', phase: '', p50Ms: -1 });
+  return { add, del, biggest };
 }
 
 /** VmHWM: the process's peak resident set so far, in KiB. */
@@ -105,24 +134,8 @@ export class AgentBench {
     return { agent: round(agent), fallback: round((childrenCpuMs() - fbBefore) / pods) };
   }
 
-  /**
-   * Where a call through the agent spends its time: the agent's own phase marks for ADD and DEL (each step's
-   * median, from the log lines the agent's pid wrote), and `outsideHandler` — the call's p50 latency less the
-   * handler's median total: the shim's start, the socket, the JSON and the lock wait before the first mark.
-   */
   phases(): { add: Record<string, number>; del: Record<string, number>; biggest: Record<string, unknown> } {
-    const of = (message: string, latency: number[]) => {
-      const steps = phaseStepMediansMs(this.node.fixture.logFile, message, this.agent.pid);
-      return { ...steps, outsideHandler: round(summarize(latency).p50Ms - (steps['total'] ?? 0)) };
-    };
-    const add = of('added', this.samples.agentAdd);
-    const del = of('deleted', this.samples.agentDel);
-    const all = [
-      ...Object.entries(add).map(([phase, ms]) => ({ command: 'ADD', phase, p50Ms: ms })),
-      ...Object.entries(del).map(([phase, ms]) => ({ command: 'DEL', phase, p50Ms: ms })),
-    ].filter((p) => p.phase !== 'total');
-    const biggest = all.reduce((a, b) => (b.p50Ms > a.p50Ms ? b : a), { command: '', phase: '', p50Ms: -1 });
-    return { add, del, biggest };
+    return agentPhaseProfile(this.node.fixture.logFile, this.agent.pid, this.samples.agentAdd, this.samples.agentDel);
   }
 
   /**
@@ -138,7 +151,7 @@ export class AgentBench {
     try {
       for (let i = 0; i < runs; i++) {
         let start = process.hrtime.bigint();
-        installPodConnmark(fd, 'vh-benchipt');
+        await startInstallPodConnmark(fd, 'vh-benchipt');
         install.push(elapsedMs(start));
         start = process.hrtime.bigint();
         removePodConnmark(fd, 'vh-benchipt');

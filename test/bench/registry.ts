@@ -19,6 +19,8 @@ export interface BenchFlags {
   readonly prefixDelegation?: boolean | undefined;
   /** scale: the account's raised EC2 buckets, JSON by bucket key (as VPC_LEASE_EC2_BUCKETS takes them). */
   readonly ec2Buckets?: Ec2Buckets | undefined;
+  /** churn: a dist/ directory of another build whose agent runs beside this build's (before/after). */
+  readonly baseline?: string | undefined;
 }
 
 export type Benchmark = (flags: BenchFlags) => Promise<Record<string, unknown>>;
@@ -26,7 +28,14 @@ export type Benchmark = (flags: BenchFlags) => Promise<Record<string, unknown>>;
 /** Every benchmark by the name `npm run bench -- NAME` takes, in the order `npm run bench` runs them. */
 export const BENCHMARKS: Readonly<Record<string, Benchmark>> = {
   cni: (f) => runCniBench({ rounds: f.rounds ?? 50, countedPods: 10, seed: f.seed }),
-  churn: (f) => runChurnBench({ loops: 32, seconds: f.seconds ?? 20, leases: 48 }),
+  churn: (f) =>
+    runChurnBench({
+      loops: 32,
+      seconds: f.seconds ?? 20,
+      leases: 48,
+      seed: f.seed,
+      ...(f.baseline ? { baselineDir: f.baseline } : {}),
+    }),
   scale: async (f) => {
     const base = {
       instances: f.instances ?? 200,

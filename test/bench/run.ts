@@ -5,7 +5,8 @@
  * from the launch template, adopted), `--prefix-delegation` / `--no-prefix-delegation` (scale: that mode only;
  * default both), `--time-scale X` and
  * `--concurrency N` (scale: simulator pace, Lambda MaximumConcurrency), `--ec2-buckets JSON` (scale: an account's
- * raised EC2 buckets, `{"AttachNetworkInterface":{"bucket":100,"refillPerSecond":10}}`), `--seed N`.
+ * raised EC2 buckets, `{"AttachNetworkInterface":{"bucket":100,"refillPerSecond":10}}`), `--seed N`,
+ * `--baseline DIR` (churn: another build's dist/, whose agent runs beside this build's in the same run).
  * Never part of `npm test`: these are figures, not pass/fail — nothing here asserts a wall-clock limit.
  */
 import { parseArgs } from 'node:util';
@@ -26,6 +27,7 @@ const { values, positionals } = parseArgs({
     'prefix-delegation': { type: 'boolean' },
     seed: { type: 'string' },
     'ec2-buckets': { type: 'string' },
+    baseline: { type: 'string' },
   },
   allowNegative: true,
 });
@@ -40,6 +42,7 @@ const flags: BenchFlags = {
   adopt: values.adopt,
   prefixDelegation: values['prefix-delegation'],
   ec2Buckets: values['ec2-buckets'] ? parseEc2Buckets(values['ec2-buckets'], '--ec2-buckets') : undefined,
+  baseline: values.baseline,
 };
 
 const names = positionals.length > 0 ? positionals : Object.keys(BENCHMARKS);

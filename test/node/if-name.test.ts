@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { installPodConnmark, removePodConnmark } from '../../node/datapath/connmark.js';
+import { removePodConnmark, startInstallPodConnmark } from '../../node/datapath/connmark.js';
 import { assertIfName } from '../../node/datapath/rp-filter.js';
 
 /** One interface-name rule guards both the /proc/sys paths (rp-filter.ts) and the iptables rules (connmark.ts). */
@@ -13,7 +13,7 @@ describe('assertIfName', () => {
   });
 
   it('guards the pod connmark rules before anything runs (no netns needed to refuse)', () => {
-    expect(() => installPodConnmark(-1, 'vh-x -j ACCEPT')).toThrow(/bad interface name/);
+    expect(() => startInstallPodConnmark(-1, 'vh-x -j ACCEPT')).toThrow(/bad interface name/);
     expect(() => removePodConnmark(-1, '../../x')).toThrow(/bad interface name/);
   });
 });

@@ -1,0 +1,200 @@
+import { mkdtempSync } from 'node:fs';
+import { join } from 'node:path';
+import { scrapeAgentCounts } from '../../infra/local/scenario/node-agents.js';
+import { type AgentProcess, metricsUrlOf, shimBeside, startAgent } from '../node/support/agent-process.js';
+import type { PluginRun } from '../node/support/node-fixture.js';
+import { agentPhaseProfile, processCpuMs } from './cni-agent.js';
+import type { Attachment, CniBenchNode } from './cni-node.js';
+import { childrenCpuMs, selfCpuMs } from './cpu.js';
+import { execPlugin } from './exec.js';
+import type { Holding } from './holdings.js';
+import { elapsedMs, percentile, round, seededRandom, shuffle } from './stats.js';
+
+/**
+ * One way pods are started in the churn bench: through this build's agent, through an older build's agent
+ * (`--baseline DIR`), the per-call plugin, or the Go reference chain (macvlan + host-local). All run the same
+ * loops in turns on one machine, so their ratios hold while the load moves.
+ */
+export interface ChurnSubject {
+  readonly name: string;
+  /** Its calls check and hold our leases (not the Go chain's host-local addresses). */
+  readonly leases: boolean;
+  run(command: 'ADD' | 'DEL', ids: Attachment): Promise<PluginRun>;
+  /** CPU of its resident process (and the children it reaped) so far; 0 without one. */
+  residentCpuMs(): number;
+  /** Calls its agent served itself, per its metrics; undefined without an agent. */
+  viaAgent(): Promise<number | undefined>;
+  /** Where its agent's calls spend their time (the agent's phase marks); undefined without an agent. */
+  profile(addMs: readonly number[], delMs: readonly number[]): Record<string, unknown> | undefined;
+  close(): Promise<void>;
+}
+
+export interface SubjectStats {
+  cycles: number;
+  seconds: number;
+  /** Processes this bench reaped (shims, plugins) plus the resident agent's own, over the subject's turns. */
+  cpuMs: number;
+  /** dynalite, the proxies and this driver, over the subject's turns. */
+  localServicesCpuMs: number;
+  addMs: number[];
+  delMs: number[];
+  failures: string[];
+  holdings: Holding[];
+}
+
+/** A subject through a resident agent started from `binary` (its shim beside it). */
+export async function agentSubject(
+  name: string,
+  node: CniBenchNode,
+  binary: string,
+  confs: { add: Record<string, unknown>; del: Record<string, unknown> },
+): Promise<ChurnSubject> {
+  const socket = join(mkdtempSync(join(node.fixture.dir, 'agent-')), 'run', 'agent.sock');
+  // Its own metrics port (0: the kernel picks), so the bench never collides with another agent on 61680.
+  // VPC_LEASE_BENCH_PROFILE_DIR: each agent writes a V8 CPU profile there when it stops (where its CPU goes).
+  const profileDir = process.env['VPC_LEASE_BENCH_PROFILE_DIR'];
+  const agent: AgentProcess = await startAgent(binary, socket, {
+    PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+    VPC_LEASE_METRICS_ADDRESS: '127.0.0.1:0',
+    ...(profileDir ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${join(profileDir, name)}` } : {}),
+  });
+  const metricsUrl = await metricsUrlOf(agent);
+  const shim = shimBeside(binary);
+  return {
+    name,
+    leases: true,
+    run: (command, ids) =>
+      execPlugin(
+        shim,
+        [],
+        { ...node.env(command, ids), VPC_LEASE_AGENT_SOCKET: socket },
+        JSON.stringify(command === 'ADD' ? confs.add : confs.del),
+      ),
+    residentCpuMs: () => processCpuMs(agent.pid),
+    viaAgent: async () => (await scrapeAgentCounts(metricsUrl)).viaAgent,
+    profile: (addMs, delMs) => agentPhaseProfile(node.fixture.logFile, agent.pid, addMs, delMs),
+    close: async () => {
+      await agent.stop();
+    },
+  };
+}
+
+/** The plugin executed per call, as before #22 (and as the shim's fallback runs it). */
+export function pluginSubject(
+  node: CniBenchNode,
+  confs: { add: Record<string, unknown>; del: Record<string, unknown> },
+): ChurnSubject {
+  return {
+    name: 'plugin',
+    leases: true,
+    run: (command, ids) =>
+      execPlugin(node.binary, [], node.env(command, ids), JSON.stringify(command === 'ADD' ? confs.add : confs.del)),
+    residentCpuMs: () => 0,
+    viaAgent: async () => undefined,
+    profile: () => undefined,
+    close: async () => undefined,
+  };
+}
+
+/** The Go reference chain in the same pod namespaces: macvlan on the fixture's ENI link, host-local IPAM. */
+export function goSubject(node: CniBenchNode): ChurnSubject {
+  const conf = node.goNetconf();
+  return {
+    name: 'goChain',
+    leases: false,
+    run: (command, ids) =>
+      node.runGo(command, { containerId: ids.containerId ?? 'c0', netns: ids.netns ?? '', ifName: 'eth0' }, conf),
+    residentCpuMs: () => 0,
+    viaAgent: async () => undefined,
+    profile: () => undefined,
+    close: async () => undefined,
+  };
+}
+
+export function emptyStats(): SubjectStats {
+  return {
+    cycles: 0,
+    seconds: 0,
+    cpuMs: 0,
+    localServicesCpuMs: 0,
+    addMs: [],
+    delMs: [],
+    failures: [],
+    holdings: [],
+  };
+}
+
+/**
+ * Runs every subject for `turns` turns of `turnSeconds` each, in a seeded shuffled order per round: `loops`
+ * kubelet-like workers, each ADD → DEL → ADD … in its own netns. A turn ends when every loop finished the cycle
+ * it was in, so no pod of one subject is alive while the next starts.
+ */
+export async function runTurns(
+  subjects: readonly ChurnSubject[],
+  netnses: readonly string[],
+  options: { readonly turns: number; readonly turnSeconds: number; readonly seed: number },
+): Promise<Map<string, SubjectStats>> {
+  const stats = new Map(subjects.map((s) => [s.name, emptyStats()]));
+  const random = seededRandom(options.seed);
+  for (let turn = 0; turn < options.turns; turn++) {
+    for (const subject of shuffle(subjects, random)) {
+      const into = stats.get(subject.name)!;
+      const cpu0 = childrenCpuMs() + subject.residentCpuMs();
+      const self0 = selfCpuMs();
+      const t0 = performance.now();
+      const deadline = t0 + options.turnSeconds * 1000;
+      await Promise.all(netnses.map((netns, index) => loop(subject, netns, `${turn}-${index}`, deadline, into)));
+      into.seconds += (performance.now() - t0) / 1000;
+      into.cpuMs += childrenCpuMs() + subject.residentCpuMs() - cpu0;
+      into.localServicesCpuMs += selfCpuMs() - self0;
+    }
+  }
+  return stats;
+}
+
+async function loop(
+  subject: ChurnSubject,
+  netns: string,
+  tag: string,
+  deadlineMs: number,
+  into: SubjectStats,
+): Promise<void> {
+  for (let i = 0; performance.now() < deadlineMs; i++) {
+    const containerId = `${subject.name}-${tag}-${i}`;
+    const addStart = process.hrtime.bigint();
+    const add = await subject.run('ADD', { netns, containerId });
+    const addEnd = performance.now();
+    into.addMs.push(elapsedMs(addStart));
+    const ip = (add.json?.['ips'] as { address: string }[] | undefined)?.[0]?.address.split('/')[0];
+    if (add.code !== 0 || !ip) into.failures.push(`${subject.name} ADD: ${add.stdout.trim()}`);
+    const delStart = process.hrtime.bigint();
+    const delStartMs = performance.now();
+    const del = await subject.run('DEL', { netns, containerId });
+    into.delMs.push(elapsedMs(delStart));
+    if (del.code !== 0) into.failures.push(`${subject.name} DEL: ${del.stdout.trim()}`);
+    if (ip && subject.leases) into.holdings.push({ ip, pod: containerId, fromMs: addEnd, untilMs: delStartMs });
+    if (add.code === 0 && del.code === 0) into.cycles += 1;
+  }
+}
+
+/** One subject's figures for the JSON line. */
+export function subjectFigures(stats: SubjectStats, cores: number): Record<string, unknown> {
+  const adds = Math.max(1, stats.addMs.length);
+  const cpuMsPerPod = stats.cpuMs / adds;
+  return {
+    pods: stats.cycles,
+    seconds: round(stats.seconds),
+    podsPerSecond: round(stats.cycles / Math.max(0.001, stats.seconds)),
+    addP50Ms: round(percentile(stats.addMs, 50)),
+    addP99Ms: round(percentile(stats.addMs, 99)),
+    delP50Ms: round(percentile(stats.delMs, 50)),
+    delP99Ms: round(percentile(stats.delMs, 99)),
+    /** ADD + DEL: the shims or plugin processes, plus the agent's own CPU and its iptables children's. */
+    cpuMsPerPod: round(cpuMsPerPod),
+    localServicesCpuMsPerPod: round(stats.localServicesCpuMs / adds),
+    /** What the subject's own CPU allows on an idle machine of this many cores (local services left out). */
+    cpuBoundPodsPerSecondIdle: round((cores * 1000) / Math.max(0.001, cpuMsPerPod)),
+    failures: stats.failures.length,
+    ...(stats.failures[0] ? { firstFailure: stats.failures[0] } : {}),
+  };
+}
