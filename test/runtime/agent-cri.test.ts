@@ -38,6 +38,8 @@ const NODE_RUN = [
 ];
 /** The agent's pid in its container: the DaemonSet shares no pid namespace with it (no hostPID). */
 const AGENT_PID = 1;
+/** Where the suite's setup spends its time (printed, for the suite's run-time budget). */
+const setupMs: Record<string, number> = {};
 /** Polls taken while waiting for an event (the store, a log line, a container's state): reported, never silent. */
 const polls: Record<string, number> = {};
 
@@ -100,6 +102,9 @@ describe.skipIf(skip)('the agent as the DaemonSet runs it, under containerd 2.x,
     const line = await until('agent listening', async () => {
       if (env['VPC_LEASE_TEST_HANG_AT']) return agentLog(pod).includes('"agent listening"') ? '' : undefined;
       const log = agentLog(pod);
+      // An agent that cannot start (its socket directory not writable, say) says why and exits: fail with that.
+      const failed = log.split('\n').find((l) => l.includes('"agent failed to start"'));
+      if (failed) throw new Error(`the agent container did not start: ${failed}`);
       if (!log.includes('"agent listening"')) return undefined;
       return log.split('\n').find((l) => l.includes('"msg":"metrics listening"'));
     });
@@ -153,12 +158,19 @@ describe.skipIf(skip)('the agent as the DaemonSet runs it, under containerd 2.x,
   }
 
   beforeAll(async () => {
+    let mark = Date.now();
+    const phase = (name: string) => {
+      setupMs[name] = Date.now() - mark;
+      mark = Date.now();
+    };
     work = mkdtempSync(join(tmpdir(), 'vpc-lease-agent-cri-'));
     fixture = await NodeFixture.start();
     await fixture.setPhase('READY');
     await fixture.seed(24, 10);
     const dist = join(work, 'dist');
+    phase('fixture');
     await buildSea(dist, { reuse: true });
+    phase('build');
     const image = writeInstallerImage(dist, join(work, 'image.tar'), { name: AGENT_IMAGE, gzipLevel: 1 });
     const pluginEnv = fixture.baseEnv();
     delete pluginEnv['PATH'];
@@ -168,6 +180,7 @@ describe.skipIf(skip)('the agent as the DaemonSet runs it, under containerd 2.x,
     });
     const imported = await runtime.containerd.ctr(['images', 'import', image.path]);
     expect(imported.code, imported.stderr).toBe(0);
+    phase('image and runtime');
 
     // The DaemonSet and its ConfigMap as `npm run -s daemonset` renders them, with the fixture's store and IMDS
     // in the ConfigMap's config (its dataDir and logFile kept: the agent must share them with the fallback).
@@ -208,12 +221,15 @@ describe.skipIf(skip)('the agent as the DaemonSet runs it, under containerd 2.x,
     };
     agentPod = await CriPod.run(runtime, spec, podOptions);
     await until('NetworkReady after install', async () => ((await runtime.networkReady()).status ? true : undefined));
+    phase('install (init container)');
     metricsUrl = await startAgent(agentPod);
+    phase('agent serving');
   }, 600_000);
 
   afterAll(async () => {
     if (Object.keys(polls).length > 0)
       process.stderr.write(`agent-cri polls while waiting: ${JSON.stringify(polls)}\n`);
+    process.stderr.write(`agent-cri setup ms: ${JSON.stringify(setupMs)}\n`);
     await agentPod?.remove();
     await runtime?.close();
     await fixture?.close();
