@@ -1,33 +1,14 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildSea } from '../../infra/build.js';
 import type { Lease } from '../../shared/domain/lease.js';
 import { NodeFixture } from '../node/support/node-fixture.js';
-import { missing } from '../support/capabilities.js';
 import { runPluginProcess } from '../support/plugin-process.js';
-import { ensureTool, goAvailable, toolDir } from '../tools/build.js';
+import { ensureTool } from '../tools/build.js';
+import { criMissing } from './support/cri-capabilities.js';
 import { type CriGeneration, CriRuntime } from './support/cri-runtime.js';
-
-/**
- * Debian's containerd 1.6 and runc, busybox for the sandbox image, and Go (or the tools already in the cache)
- * for containerd 2.x and crictl. CI=true: anything absent is a failure.
- */
-function criMissing(): string | undefined {
-  const base = missing('root', 'netns', 'go-plugins');
-  if (base) return base;
-  const absent = ['/usr/bin/containerd', '/usr/bin/ctr', '/usr/sbin/runc', '/bin/busybox'].filter(
-    (p) => !existsSync(p),
-  );
-  const tools = ['containerd', 'crictl', 'cni-plugins'].filter((t) => !existsSync(toolDir(t)));
-  if (tools.length > 0 && !goAvailable()) absent.push(`go (to build ${tools.join(', ')}; npm run tools)`);
-  if (absent.length === 0) return undefined;
-  const reason = `not installed: ${absent.join(', ')} (apt packages containerd, runc, busybox-static; Go)`;
-  if (process.env['CI'] === 'true') throw new Error(`CI must run this suite, but: ${reason}`);
-  process.stderr.write(`skipping: ${reason}\n`);
-  return reason;
-}
 
 const skip = criMissing();
 const SERVICE_CIDRS = '10.96.0.0/12';

@@ -11,7 +11,7 @@ import { runPluginProcess } from '../../support/plugin-process.js';
  * temp dirs. The host's /etc, /opt, /var and any other containerd are never touched. Every `ctr` runs in that
  * namespace through nsenter, so the CNI plugins it executes see the same directories.
  */
-const NS_SETUP = [
+const NS_SETUP: readonly string[] = [
   'set -e',
   'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/overlay/etc-up,workdir=$1/overlay/etc-work" /etc',
   'mount -t overlay overlay -o "lowerdir=/opt,upperdir=$1/overlay/opt-up,workdir=$1/overlay/opt-work" /opt',
@@ -20,8 +20,8 @@ const NS_SETUP = [
   'mkdir -p /etc/cni/net.d /opt/cni/bin',
   'mount --bind "$1/net.d" /etc/cni/net.d',
   'mount --bind "$1/cni-bin" /opt/cni/bin',
-  'exec "$2" --config "$1/config.toml"',
-].join('\n');
+];
+const NS_EXEC = 'exec "$2" --config "$1/config.toml"';
 
 export const CTR_NAMESPACE = 'vpc-lease-test';
 
@@ -42,6 +42,8 @@ export interface ContainerdOptions {
   readonly env?: Record<string, string>;
   /** The containerd namespace `ctr` works in. */
   readonly namespace?: string;
+  /** Shell lines run in the daemon's mount namespace after the CNI dirs are in place ($1 is `dir`). */
+  readonly nsSetup?: readonly string[];
 }
 
 export class PrivateContainerd {
@@ -98,7 +100,7 @@ export class PrivateContainerd {
         '--',
         'sh',
         '-c',
-        NS_SETUP,
+        [...NS_SETUP, ...(this.options.nsSetup ?? []), NS_EXEC].join('\n'),
         'sh',
         this.dir,
         join(this.toolDir, 'containerd'),
@@ -129,6 +131,12 @@ export class PrivateContainerd {
     if (!this.daemon || this.daemon.exitCode !== null) return;
     this.daemon.kill('SIGTERM');
     await this.exited;
+  }
+
+  /** `argv` inside the daemon's mount namespace (what the node's host paths are to the containers it runs). */
+  inNamespace(argv: readonly string[]): Promise<CtrRun> {
+    if (!this.nsPid) throw new Error('containerd is not started');
+    return runPluginProcess('nsenter', ['-t', String(this.nsPid), '-m', '--', ...argv], { PATH: this.path() }, '');
   }
 
   /** `ctr` against this daemon, inside its mount namespace, with `env` added (CNI plugins inherit it). */

@@ -52,7 +52,7 @@ function config16(dir: string): string[] {
 }
 
 /** CRI config for containerd 2.x: config version 3, split into the images, runtime and server plugins. */
-function config2x(dir: string, toolDir: string): string[] {
+function config2x(dir: string, toolDir: string, netnsUnderStateDir: boolean): string[] {
   const images = '[plugins."io.containerd.cri.v1.images"';
   const runtime = '[plugins."io.containerd.cri.v1.runtime"';
   return [
@@ -63,7 +63,7 @@ function config2x(dir: string, toolDir: string): string[] {
     `${images}.pinned_images]`,
     `  sandbox = ${quote(PAUSE_IMAGE)}`,
     `${runtime}]`,
-    '  netns_mounts_under_state_dir = true',
+    `  netns_mounts_under_state_dir = ${netnsUnderStateDir}`,
     // kubelet asks -998 for sandboxes; this sandbox may not lower oom_score_adj (runc then fails every create).
     '  restrict_oom_score_adj = true',
     `${runtime}.containerd]`,
@@ -102,6 +102,16 @@ export interface RuntimeCondition {
   readonly message?: string;
 }
 
+/**
+ * How much of a node the runtime's mount namespace imitates (default: pod netns under the private state dir).
+ * `netnsUnderStateDir: false` (2.x only) mounts pods' netns at /var/run/netns as on a node; `nsSetup` prepares
+ * that namespace (a node's /run), see PrivateContainerd.
+ */
+export interface NodeLayout {
+  readonly netnsUnderStateDir?: boolean;
+  readonly nsSetup?: readonly string[];
+}
+
 export class CriRuntime {
   private podCounter = 0;
 
@@ -127,15 +137,17 @@ export class CriRuntime {
     generation: CriGeneration,
     env: Record<string, string>,
     cniPluginDir = '/usr/lib/cni',
+    node: NodeLayout = {},
   ): Promise<CriRuntime> {
     const crictl = join(await ensureTool('crictl'), 'crictl');
     const toolDir = generation === '2.x' ? await ensureTool('containerd') : '/usr/bin';
     const containerd = new PrivateContainerd({
       binDir: toolDir,
       configVersion: generation === '2.x' ? 3 : 2,
-      config: (dir) => (generation === '2.x' ? config2x(dir, toolDir) : config16(dir)),
+      config: (dir) => (generation === '2.x' ? config2x(dir, toolDir, node.netnsUnderStateDir ?? true) : config16(dir)),
       env,
       namespace: CRI_NAMESPACE,
+      ...(node.nsSetup ? { nsSetup: node.nsSetup } : {}),
     });
     const runtime = new CriRuntime(generation, containerd, crictl);
     for (const plugin of CNI_PLUGINS) copyFileSync(join(cniPluginDir, plugin), join(containerd.binDir, plugin));
