@@ -21,15 +21,16 @@ import { createTable } from '../../vm/guest/guest-node.js';
 import type { PluginRetry } from '../results.js';
 import { type Eni, type FabricNode, SUBNET_BOOT } from '../topology.js';
 import { DYNAMO_PORT } from './agent.js';
-import { cmd, countExecs, exec, ip } from './net.js';
+import { countExecs, exec, ip } from './net.js';
 
 export const ROOT = '/tmp/fabric';
 /** The host paths each node sees at its own copy (the shipped defaults of the installer and the ConfigMap). */
 const NODE_DIRS = ['opt/cni/bin', 'etc/cni/net.d', 'var/lib/cni', 'var/log/vpc-lease'];
-/** Where each node's mount namespace is kept (a private mount, as unshare requires), entered by every call. */
-const MOUNT_NS_DIR = '/run/fabric-mnt';
-/** Binds the node's directories over the defaults (run once per node, in its new mount namespace). */
-const BIND_SCRIPT = `r=$1; for d in ${NODE_DIRS.join(' ')}; do mount --bind "$r/$d" "/$d" || exit 126; done`;
+/** Binds the node's directories over the defaults, then enters its network namespace. Arguments, never text. */
+const NODE_SCRIPT =
+  'r=$1; n=$2; shift 2; for d in ' +
+  NODE_DIRS.join(' ') +
+  '; do mkdir -p "/$d" && mount --bind "$r/$d" "/$d" || exit 126; done; exec ip netns exec "$n" "$@"';
 const TABLE = 'vpc-lease';
 /** Keys only the control plane (this harness) signs with: the endpoint passes them unevaluated. */
 const CONTROL_PLANE = { accessKeyId: 'fabric-control-plane', secretAccessKey: 'fabric-control-plane' };
@@ -39,8 +40,8 @@ const HARNESS_STORE_TIMEOUT_MS = 60_000;
 const RETRY_PAUSE_MS = 2_000;
 
 /**
- * A command on a node: in the node's mount namespace (its CNI directories at the default paths), then in its
- * network namespace through `ip netns exec` as before (which also remounts /sys for that namespace).
+ * A command on a node, in a mount namespace of its own per call: nsenter into one kept per node would start 9
+ * programs fewer, but it resets the root to the namespace's, which in the VM is the initramfs outside the chroot.
  */
 export function nodeExec(
   node: string,
@@ -48,42 +49,10 @@ export function nodeExec(
   env: Record<string, string>,
   stdin = '',
 ): Promise<PluginRun> {
-  return exec(
-    undefined,
-    ['nsenter', `--mount=${join(MOUNT_NS_DIR, node)}`, 'ip', 'netns', 'exec', node, ...argv],
-    env,
-    stdin,
-  );
-}
-
-/**
- * One mount namespace per node, made once: its CNI directories bound over the defaults. Slave propagation, so the
- * pods' network namespaces mounted later under /run/netns appear in it; the binds stay inside it.
- */
-function makeNodeMounts(nodes: readonly FabricNode[]): void {
-  mkdirSync(MOUNT_NS_DIR, { recursive: true });
-  cmd('mount', '--bind', MOUNT_NS_DIR, MOUNT_NS_DIR);
-  cmd('mount', '--make-private', MOUNT_NS_DIR);
-  for (const n of nodes) {
-    for (const d of NODE_DIRS) {
-      mkdirSync(join(ROOT, n.name, d), { recursive: true });
-      mkdirSync(join('/', d), { recursive: true });
-    }
-    writeFileSync(join(MOUNT_NS_DIR, n.name), '');
-    const file = join(MOUNT_NS_DIR, n.name);
-    cmd(
-      'unshare',
-      `--mount=${file}`,
-      '--propagation',
-      'slave',
-      '--',
-      'sh',
-      '-c',
-      BIND_SCRIPT,
-      'sh',
-      join(ROOT, n.name),
-    );
-  }
+  const wrapper = ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c', NODE_SCRIPT, 'sh'];
+  // What the script starts after unshare (which exec() counts): sh, a mkdir and a mount per directory, ip, argv.
+  for (const program of ['sh', ...NODE_DIRS.flatMap(() => ['mkdir', 'mount']), 'ip', argv[0]!]) countExecs([program]);
+  return exec(undefined, [...wrapper, join(ROOT, node), node, ...argv], env, stdin);
 }
 
 /** The ConfigMap's config.json out of node/deploy/daemonset.yaml, as the DaemonSet hands it to the installer. */
@@ -113,7 +82,7 @@ export class Cluster {
     readonly nodes: readonly FabricNode[],
     readonly cni: string,
   ) {
-    makeNodeMounts(nodes);
+    for (const n of nodes) for (const d of NODE_DIRS) mkdirSync(join(ROOT, n.name, d), { recursive: true });
   }
 
   /** `vpc-lease-cni install` with the ConfigMap's config (mode replaced) and the DaemonSet's other flags. */
