@@ -4,13 +4,21 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
  * The longest files, longest first (CI seconds on 2 cores in the comment). vitest's own order puts files it has
- * no timing for by size, and these are small files that boot a VM: started last, one of them ran alone for
- * minutes while the other worker idled. Started first, the two workers finish together.
+ * no timing for by size, and these are small files that boot a VM or run for a minute: started last, one of them
+ * ran alone while the other worker idled (chaos, 56 s, was CI's last file). Started first, the workers finish
+ * together.
  */
 export const LONGEST_FIRST: readonly string[] = [
-  'test/fabric/fabric.test.ts', // ~400 s: the VPC fabric, two configurations, one VM boot
-  'test/vm/ipvlan-vm.test.ts', // ~400 s: the ipvlan and single-executable guest suites, one VM boot
-  'test/node/plugin-netns.test.ts', // ~80 s: the built plugin in real netns
+  'test/vm/ipvlan-vm.test.ts', // ~370 s: the ipvlan and single-executable guest suites, one VM boot
+  'test/fabric/fabric.test.ts', // ~250-330 s: the VPC fabric, one configuration (controls every other seed), one VM boot
+  'test/e2e/start.test.ts', // ~75 s
+  'test/node/plugin-netns.test.ts', // ~72 s: the built plugin in real netns
+  'test/chaos/chaos.test.ts', // ~56 s
+  'test/control-plane/local-cloud.test.ts', // ~53 s
+  'test/runtime/cri.test.ts', // ~24 s
+  'test/runtime/image-index.test.ts', // ~23 s
+  'test/cli/process.test.ts', // ~21 s
+  'test/runtime/kubelet.test.ts', // ~20 s
 ];
 
 export class LongestFirst extends BaseSequencer {

@@ -22,18 +22,23 @@ export const UNSUPPORTED: readonly { readonly config: RegExp; readonly cell: Reg
 export const ALL_CONFIGS = ['l2/boot', 'l2/pod', 'l3/boot', 'l3/pod', 'l3s/boot', 'l3s/pod'] as const;
 
 /**
- * `npm test`'s rotation: three pairs that cover the six, each pair two modes and both subnet kinds. A run takes
- * the pair its seed picks (seed mod 3), so it costs what two configurations cost, and each configuration runs in
- * one CI run of three on average.
+ * `npm test`'s rotation: one configuration per run, the one its seed picks (seed mod 6), so six consecutive seeds
+ * run all six. A configuration costs a run what the rest of the fabric costs; two per run kept the fabric the
+ * longest file of `npm test`.
  */
-export const ROTATION: readonly (readonly string[])[] = [
-  ['l2/boot', 'l3s/pod'],
-  ['l2/pod', 'l3/boot'],
-  ['l3/pod', 'l3s/boot'],
-];
+export const ROTATION: readonly string[] = ALL_CONFIGS;
+
+/** Consecutive seeds that run every configuration (rotation.test.ts proves it from any start). */
+export const SEEDS_FOR_EVERY_CONFIG = ROTATION.length;
 
 /**
- * The configurations a run asks for: a list or `all` (VPC_LEASE_FABRIC_CONFIGS), else the pair of the seed
+ * Consecutive seeds that run every configuration's controls without their defence: the controls run in every
+ * other seed, on the even seeds of one cycle of six and the odd ones of the next.
+ */
+export const SEEDS_FOR_EVERY_CONTROL = 2 * ROTATION.length;
+
+/**
+ * The configurations a run asks for: a list or `all` (VPC_LEASE_FABRIC_CONFIGS), else the one of the seed
  * (VPC_LEASE_FABRIC_SEED, else a random one, which the caller prints so the run can be repeated).
  */
 export function chooseConfigs(env: NodeJS.ProcessEnv): { configs: string[]; seed?: number } {
@@ -48,24 +53,25 @@ export function chooseConfigs(env: NodeJS.ProcessEnv): { configs: string[]; seed
   if (given !== undefined && !/^\d{1,9}$/.test(given))
     throw new Error(`VPC_LEASE_FABRIC_SEED must be a whole number, not ${JSON.stringify(given)}`);
   const seed = given === undefined ? randomInt(1_000_000_000) : Number(given);
-  return { configs: [...ROTATION[seed % ROTATION.length]!], seed };
+  return { configs: [ROTATION[seed % ROTATION.length]!], seed };
 }
 
 /**
- * Where `npm test` also runs the controls without their defence (each costs about a minute of the emulated guest
- * per configuration): one configuration of the pair, the other one three seeds later, so six consecutive seeds
- * see every configuration's controls fail without their defence. An explicit list runs them in each of its
- * configurations.
+ * Where `npm test` also runs the controls without their defence (each costs about a minute of the emulated guest):
+ * in every other seed, shifted by one each cycle of six so that the odd-numbered configurations get their turn.
+ * An explicit list runs them in each of its configurations.
  */
 export function controlConfigs(chosen: { configs: readonly string[]; seed?: number }): string[] {
   if (chosen.seed === undefined) return [...chosen.configs];
-  return [chosen.configs[Math.floor(chosen.seed / ROTATION.length) % chosen.configs.length]!];
+  const cycle = Math.floor(chosen.seed / ROTATION.length);
+  return (chosen.seed + cycle) % 2 === 0 ? [...chosen.configs] : [];
 }
 
 export interface FabricRun {
   readonly results: CellResult[];
   readonly retries: PluginRetry[];
   readonly configSeconds: Record<string, number>;
+  readonly execs: Record<string, number>;
   readonly exitCode: number;
   readonly consoleTail: string;
   readonly wallMs: number;
@@ -86,6 +92,7 @@ export async function runFabric(options: FabricOptions = {}): Promise<FabricRun>
   rmSync(outDir, { recursive: true, force: true });
   mkdirSync(outDir, { recursive: true });
   await bundleGuest('test/fabric/guest/main.ts', join(outDir, 'guest.mjs'));
+  await bundleGuest('test/fabric/guest/agent-main.ts', join(outDir, 'agent.mjs'));
   const cni = await buildCni(join(outDir, 'bin'));
   const policyFile = await writeNodePolicy(outDir);
   const run = await runInVm(['node', join(outDir, 'guest.mjs'), resultFile, cni, policyFile], {
@@ -100,11 +107,12 @@ export async function runFabric(options: FabricOptions = {}): Promise<FabricRun>
   });
   const file: FabricResults = existsSync(resultFile)
     ? (JSON.parse(readFileSync(resultFile, 'utf8')) as FabricResults)
-    : { cells: [], retries: [], configSeconds: {} };
+    : { cells: [], retries: [], configSeconds: {}, execs: {} };
   return {
     results: file.cells,
     retries: file.retries,
     configSeconds: file.configSeconds,
+    execs: file.execs ?? {},
     exitCode: run.exitCode,
     consoleTail: run.console.slice(-6000),
     wallMs: Date.now() - started,
@@ -116,6 +124,10 @@ export function formatRun(run: FabricRun): string {
   const configs = Object.entries(run.configSeconds).map(([c, s]) => `${c} ${s} s`);
   return [
     `fabric wall time: ${Math.round(run.wallMs / 1000)} s (configurations in the guest: ${configs.join(', ') || 'none'})`,
+    `programs started in the guest: ${Object.values(run.execs).reduce((a, b) => a + b, 0)} (${Object.entries(run.execs)
+      .sort(([, a], [, b]) => b - a)
+      .map(([p, n]) => `${p} ${n}`)
+      .join(', ')})`,
     `plugin calls retried on code 11: ${run.retries.length} (budget ${RETRY_BUDGET})`,
     ...run.retries.map((r) => `  ${r.node} ${r.command} ${r.containerId} attempt ${r.attempt}: ${r.details}: ${r.msg}`),
   ].join('\n');

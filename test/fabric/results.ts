@@ -25,6 +25,8 @@ export interface FabricResults {
   readonly retries: PluginRetry[];
   /** Seconds each configuration took in the guest, setup and DELs included. */
   readonly configSeconds: Record<string, number>;
+  /** Programs the guest started, by name: the run's work, which seconds on a shared machine do not show. */
+  readonly execs?: Record<string, number>;
 }
 
 /**

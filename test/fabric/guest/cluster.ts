@@ -21,7 +21,7 @@ import { createTable } from '../../vm/guest/guest-node.js';
 import type { PluginRetry } from '../results.js';
 import { type Eni, type FabricNode, SUBNET_BOOT } from '../topology.js';
 import { DYNAMO_PORT } from './agent.js';
-import { exec, ip } from './net.js';
+import { countExecs, exec, ip } from './net.js';
 
 export const ROOT = '/tmp/fabric';
 /** The host paths each node sees at its own copy (the shipped defaults of the installer and the ConfigMap). */
@@ -39,6 +39,10 @@ const MAX_ATTEMPTS = 4;
 const HARNESS_STORE_TIMEOUT_MS = 60_000;
 const RETRY_PAUSE_MS = 2_000;
 
+/**
+ * A command on a node, in a mount namespace of its own per call: nsenter into one kept per node would start 9
+ * programs fewer, but it resets the root to the namespace's, which in the VM is the initramfs outside the chroot.
+ */
 export function nodeExec(
   node: string,
   argv: readonly string[],
@@ -46,6 +50,8 @@ export function nodeExec(
   stdin = '',
 ): Promise<PluginRun> {
   const wrapper = ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c', NODE_SCRIPT, 'sh'];
+  // What the script starts after unshare (which exec() counts): sh, a mkdir and a mount per directory, ip, argv.
+  for (const program of ['sh', ...NODE_DIRS.flatMap(() => ['mkdir', 'mount']), 'ip', argv[0]!]) countExecs([program]);
   return exec(undefined, [...wrapper, join(ROOT, node), node, ...argv], env, stdin);
 }
 
@@ -220,6 +226,7 @@ export class Cluster {
 
   /** A long-running workload in a namespace, stopped by `stopWorkloads`. */
   spawnIn(ns: string, argv: readonly string[], lasting = false): ChildProcess {
+    countExecs(['ip', 'netns', 'exec', ns, ...argv]);
     const child = spawn('ip', ['netns', 'exec', ns, ...argv], { stdio: 'ignore', detached: false });
     this.track(child, lasting);
     return child;

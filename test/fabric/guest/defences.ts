@@ -80,34 +80,52 @@ export function defendedControls(
 }
 
 /**
- * Runs each control without its defence, then with it, one at a time (a lifted defence is fabric-wide). Two
- * results per control: `without <defence>: fails` is ok when the cell failed for the expected reason, and
- * `with <defence>: passes` when the restored defence holds again.
+ * The matrix of one configuration with its controls: first each control with its defence removed, one at a time
+ * (a lifted defence is fabric-wide), where `without <defence>: fails` is ok when the cell failed for the expected
+ * reason; then the matrix, which holds the same control cells, with every defence back. Their matrix results are
+ * the `with <defence>: passes` rows: the restore is proven by the run every configuration makes anyway.
  */
-export async function runDefended(config: string, controls: readonly Defended[], out: CellResult[]): Promise<void> {
+export async function runWithControls(
+  config: string,
+  matrix: readonly Cell[],
+  controls: readonly Defended[],
+  out: CellResult[],
+  runCells: (config: string, cells: readonly Cell[], out: CellResult[]) => Promise<void>,
+): Promise<void> {
   for (const c of controls) {
-    for (const lifted of [true, false]) {
-      const start = Date.now();
-      const undo = lifted ? c.lift() : undefined;
-      let why: string | undefined;
-      try {
-        why = await c.cell.run();
-      } catch (err) {
-        why = err instanceof Error ? err.message : String(err);
-      } finally {
-        undo?.();
-      }
-      const ok = lifted ? why !== undefined && c.failsWith.test(why) : why === undefined;
-      const detail = lifted
-        ? why === undefined
-          ? 'passed with its defence removed: the control cannot fail'
-          : ok
-            ? `failed as it must: ${why}`
-            : `failed, but not for the missing defence: ${why}`
-        : (why ?? '');
-      const cell = `control ${lifted ? 'without' : 'with'} ${c.defence}: ${c.cell.name} ${lifted ? 'fails' : 'passes'}`;
-      console.log(`${ok ? 'ok  ' : 'FAIL'} ${config} | ${cell} — ${detail || 'passed'}`);
-      out.push({ config, cell, ok, detail, ms: Date.now() - start });
+    const start = Date.now();
+    const undo = c.lift();
+    let why: string | undefined;
+    try {
+      why = await c.cell.run();
+    } catch (err) {
+      why = err instanceof Error ? err.message : String(err);
+    } finally {
+      undo();
     }
+    const ok = why !== undefined && c.failsWith.test(why);
+    const detail =
+      why === undefined
+        ? 'passed with its defence removed: the control cannot fail'
+        : ok
+          ? `failed as it must: ${why}`
+          : `failed, but not for the missing defence: ${why}`;
+    const cell = `control without ${c.defence}: ${c.cell.name} fails`;
+    console.log(`${ok ? 'ok  ' : 'FAIL'} ${config} | ${cell} — ${detail}`);
+    out.push({ config, cell, ok, detail, ms: Date.now() - start });
+  }
+  const missing = controls.filter((c) => !matrix.includes(c.cell));
+  if (missing.length > 0) throw new Error(`controls outside the matrix: ${missing.map((c) => c.cell.name).join(', ')}`);
+  const from = out.length;
+  await runCells(config, matrix, out);
+  for (const c of controls) {
+    const ran = out.slice(from).find((r) => r.config === config && r.cell === c.cell.name);
+    out.push({
+      config,
+      cell: `control with ${c.defence}: ${c.cell.name} passes (its matrix run, after the restore)`,
+      ok: ran?.ok === true,
+      detail: ran ? ran.detail : 'the matrix did not run it',
+      ms: 0,
+    });
   }
 }

@@ -3,7 +3,7 @@
  * built plugin on every node with the real installer, and runs the matrix (cells.ts) for every ipvlan mode × subnet
  * kind, writing each cell's result as JSON (after every configuration, so a guest that dies still reports).
  *   node guest.mjs <result-file> <built vpc-lease-cni> <synthesized node policy JSON>
- *   node guest.mjs agent <web|dns|relay> <name>
+ * Its workloads are agent.mjs (agent-main.ts), bundled beside it.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -22,7 +22,6 @@ import {
   TRAP_IP,
   VPC_CIDR,
 } from '../topology.js';
-import { runAgent } from './agent.js';
 import {
   HOST_PORT,
   iamCell,
@@ -38,9 +37,9 @@ import {
 } from './cells.js';
 import { addPodNetns, Cluster, ROOT, shippedConfig } from './cluster.js';
 import { imdsLiftedIsSeen } from './controls.js';
-import { defendedControls, runDefended } from './defences.js';
+import { defendedControls, runWithControls } from './defences.js';
 import { type FabricImds, startFabricImds } from './imds.js';
-import { buildFabric, cmd, ip, restore } from './net.js';
+import { buildFabric, cmd, execCounts, ip, restore } from './net.js';
 import { type NodePods, type Pod, short } from './probes.js';
 
 /**
@@ -51,8 +50,7 @@ import { type NodePods, type Pod, short } from './probes.js';
  */
 const GUEST_TIMEOUTS = { imdsTimeoutMs: 20_000, storeTimeoutMs: 30_000 };
 
-if (process.argv[2] === 'agent') runAgent(process.argv[3] ?? 'web', process.argv[4] ?? 'agent');
-else await main();
+await main();
 
 async function addPods(
   cluster: Cluster,
@@ -167,9 +165,10 @@ async function runConfig(
     await startAgent(cluster, p['node2']!.same.ns, 'dns', 'dns');
     for (const n of nodes)
       for (const pod of [p[n.name]!.client, p[n.name]!.same, p[n.name]!.other]) await listening(pod.ns, 8080);
-    await runCells(config, matrixCells(imds, nodes, p), out);
+    const controls = defendedControls(imds, nodes, p);
+    const matrix = [...matrixCells(nodes, p), ...controls.map((c) => c.cell)];
+    await runWithControls(config, matrix, controlsIn(config) ? controls : [], out, runCells);
     if (out.some((r) => r.config === config && !r.ok)) writeDiagnostics(config, p);
-    if (controlsIn(config)) await runDefended(config, defendedControls(imds, nodes, p), out);
     // After the matrix: the lifted block must not overlap the IMDS cells' pods (the sibling gets its answers).
     await runCells(config, [imdsLiftedIsSeen(imds, p['node1']!.same, p['node1']!.client)], out);
     await runCells(config, [modeChangeCell(cluster, mode, p['node1']!)], out);
@@ -263,7 +262,7 @@ async function main(): Promise<void> {
   const configSeconds: Record<string, number> = {};
   let cluster: Cluster | undefined;
   const save = (): void => {
-    const results: FabricResults = { cells: out, retries: cluster?.retries ?? [], configSeconds };
+    const results: FabricResults = { cells: out, retries: cluster?.retries ?? [], configSeconds, execs: execCounts };
     writeFileSync(resultFile, JSON.stringify(results, null, 1));
   };
   const nodes = buildTopology();

@@ -24,8 +24,35 @@ import {
   VPC_MTU,
 } from '../topology.js';
 
+/**
+ * Programs the guest has executed, by name (`ip netns exec` counts as ip plus its program): under the VM's
+ * emulation a process start costs ~0.1 s on a quiet machine, so this count is the run's work, reported with it.
+ */
+export const execCounts: Record<string, number> = {};
+
+export function countExecs(argv: readonly string[]): void {
+  let rest = argv;
+  while (rest.length > 0) {
+    const program = rest[0]!.split('/').pop()!;
+    execCounts[program] = (execCounts[program] ?? 0) + 1;
+    const options = rest.slice(1).findIndex((a) => !a.startsWith('-'));
+    if (program === 'nsenter') rest = options < 0 ? [] : rest.slice(1 + options);
+    else if (program === 'ip' && rest[1] === 'netns' && rest[2] === 'exec') rest = rest.slice(4);
+    else rest = [];
+  }
+}
+
 export function cmd(file: string, ...args: string[]): string {
+  countExecs([file, ...args]);
   return execFileSync(file, args, { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'] });
+}
+
+/** `ip -batch` in one namespace (undefined: the fabric): one process for many commands. */
+export function ipBatch(ns: string | undefined, commands: readonly string[]): void {
+  if (commands.length === 0) return;
+  const argv = [...(ns ? ['-n', ns] : []), '-batch', '-'];
+  countExecs(['ip', ...argv]);
+  execFileSync('ip', argv, { input: `${commands.join('\n')}\n`, encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'] });
 }
 
 export function ip(...args: string[]): string {
@@ -42,6 +69,7 @@ export function restore(ns: string | undefined, input: string, noflush = true): 
   const argv = ['iptables-restore', '-w', '5', ...(noflush ? ['--noflush'] : [])];
   const file = ns ? 'ip' : argv[0]!;
   const args = ns ? ['netns', 'exec', ns, ...argv] : argv.slice(1);
+  countExecs([file, ...args]);
   execFileSync(file, args, { input, encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'] });
 }
 
@@ -95,6 +123,7 @@ export function exec(
   stdin = '',
 ): Promise<PluginRun> {
   const full = ns ? ['ip', 'netns', 'exec', ns, ...argv] : [...argv];
+  countExecs(full);
   const path = process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin';
   return runPluginProcess(full[0]!, full.slice(1), { PATH: path, HOME: '/root', ...env }, stdin);
 }
@@ -128,94 +157,80 @@ export function loadModules(): void {
   }
 }
 
-function addNetns(name: string): void {
-  ip('netns', 'add', name);
-  ip('-n', name, 'link', 'set', 'lo', 'up');
-}
-
 /** The fabric, the NAT gateway, the outside host and every node's ENIs, from the assignment table. */
 export function buildFabric(nodes: readonly FabricNode[]): void {
   loadModules();
-  ip('link', 'set', 'lo', 'up');
+  // One `ip -batch` per namespace and step (a process start is the expensive part of each command here).
+  const links: string[] = ['link set lo up'];
+  const fabric: string[] = [];
   // The fabric routes; its own source check is the raw table below, not rp_filter.
   sysctl(undefined, 'net.ipv4.ip_forward=1', 'net.ipv4.conf.all.rp_filter=0', 'net.ipv4.conf.default.rp_filter=0');
-  for (const address of [SUBNET_BOOT.gateway, SUBNET_POD.gateway, IMDS_IP])
-    ip('addr', 'add', `${address}/32`, 'dev', 'lo');
-  ip('route', 'add', 'blackhole', VPC_CIDR);
-
+  const portSysctls: string[] = [];
+  for (const address of [SUBNET_BOOT.gateway, SUBNET_POD.gateway, IMDS_IP]) links.push(`addr add ${address}/32 dev lo`);
+  fabric.push(`route add blackhole ${VPC_CIDR}`);
   const raw: string[] = ['*raw'];
+  const inNode = new Map<string, string[]>();
   for (const node of nodes) {
-    addNetns(node.name);
+    ip('netns', 'add', node.name);
     // Amazon Linux's defaults: strict reverse-path filtering, forwarding on (kubelet and kube-proxy need it).
     sysctl(node.name, 'net.ipv4.ip_forward=1', 'net.ipv4.conf.all.rp_filter=1', 'net.ipv4.conf.default.rp_filter=1');
+    const own = ['link set lo up'];
+    inNode.set(node.name, own);
     for (const eni of node.enis) {
-      ip(
-        'link',
-        'add',
-        eni.port,
-        'mtu',
-        String(VPC_MTU),
-        'type',
-        'veth',
-        'peer',
-        'name',
-        eni.ifName,
-        'netns',
-        node.name,
-      );
+      links.push(`link add ${eni.port} mtu ${VPC_MTU} type veth peer name ${eni.ifName} netns ${node.name}`);
       // The boot ENI is the host's, configured at boot; a pod ENI arrives as EC2 hot-plugs it (down, no address,
       // the driver's MTU) and the plugin brings it up.
-      ip('-n', node.name, 'link', 'set', eni.ifName, 'address', eni.mac);
-      if (eni.deviceIndex === 0) ip('-n', node.name, 'link', 'set', eni.ifName, 'mtu', String(VPC_MTU), 'up');
-      ip('link', 'set', eni.port, 'up');
-      sysctl(undefined, `net.ipv4.conf.${eni.port}.proxy_arp=1`, `net.ipv4.conf.${eni.port}.rp_filter=0`);
+      own.push(`link set ${eni.ifName} address ${eni.mac}`);
+      if (eni.deviceIndex === 0) own.push(`link set ${eni.ifName} mtu ${VPC_MTU} up`);
+      fabric.push(`link set ${eni.port} up`);
+      portSysctls.push(`net.ipv4.conf.${eni.port}.proxy_arp=1`, `net.ipv4.conf.${eni.port}.rp_filter=0`);
       const chain = `SRC-${eni.port}`;
       raw.push(`:${chain} - [0:0]`, `-A PREROUTING -i ${eni.port} -j ${chain}`);
       for (const address of eni.ips) {
-        ip('route', 'add', `${address}/32`, 'dev', eni.port);
-        ip('neigh', 'replace', address, 'lladdr', eni.mac, 'dev', eni.port, 'nud', 'permanent');
+        fabric.push(
+          `route add ${address}/32 dev ${eni.port}`,
+          `neigh replace ${address} lladdr ${eni.mac} dev ${eni.port} nud permanent`,
+        );
         raw.push(`-A ${chain} -s ${address}/32 -j RETURN`);
       }
       raw.push(`-A ${chain} -j DROP`);
     }
     const boot = node.enis[0]!;
-    ip('-n', node.name, 'addr', 'add', `${node.bootIp}/${boot.subnet.prefixLength}`, 'dev', boot.ifName);
-    ip('-n', node.name, 'route', 'add', 'default', 'via', boot.subnet.gateway, 'dev', boot.ifName);
+    own.push(
+      `addr add ${node.bootIp}/${boot.subnet.prefixLength} dev ${boot.ifName}`,
+      `route add default via ${boot.subnet.gateway} dev ${boot.ifName}`,
+    );
   }
+  ip('netns', 'add', 'nat');
+  ip('netns', 'add', 'outside');
+  links.push(
+    `link add fnat mtu ${NAT_INSIDE.mtu} type veth peer name in0 netns nat`,
+    `addr add ${NAT_INSIDE.fabric}/${NAT_INSIDE.prefixLength} dev fnat`,
+    'link set fnat up',
+  );
+  ipBatch(undefined, links);
+  sysctl(undefined, ...portSysctls);
+  ipBatch(undefined, [...fabric, `route add default via ${NAT_INSIDE.nat}`]);
+  for (const node of nodes) ipBatch(node.name, inNode.get(node.name)!);
   raw.push('COMMIT', '');
   restore(undefined, raw.join('\n'), false);
 
   // NAT gateway and the outside host.
-  addNetns('nat');
-  addNetns('outside');
   sysctl('nat', 'net.ipv4.ip_forward=1');
-  ip('link', 'add', 'fnat', 'mtu', String(NAT_INSIDE.mtu), 'type', 'veth', 'peer', 'name', 'in0', 'netns', 'nat');
-  ip('addr', 'add', `${NAT_INSIDE.fabric}/${NAT_INSIDE.prefixLength}`, 'dev', 'fnat');
-  ip('link', 'set', 'fnat', 'up');
-  ip('-n', 'nat', 'link', 'set', 'in0', 'mtu', String(NAT_INSIDE.mtu), 'up');
-  ip('-n', 'nat', 'addr', 'add', `${NAT_INSIDE.nat}/${NAT_INSIDE.prefixLength}`, 'dev', 'in0');
-  ip('route', 'add', 'default', 'via', NAT_INSIDE.nat);
-  ip(
-    'link',
-    'add',
-    'out0',
-    'mtu',
-    String(NAT_OUTSIDE.mtu),
-    'netns',
-    'nat',
-    'type',
-    'veth',
-    'peer',
-    'name',
-    'eth0',
-    'netns',
-    'outside',
-  );
-  ip('-n', 'nat', 'addr', 'add', `${NAT_OUTSIDE.nat}/${NAT_OUTSIDE.prefixLength}`, 'dev', 'out0');
-  ip('-n', 'nat', 'link', 'set', 'out0', 'up');
-  ip('-n', 'nat', 'route', 'add', VPC_CIDR, 'via', NAT_INSIDE.fabric);
-  ip('-n', 'outside', 'link', 'set', 'eth0', 'mtu', String(NAT_OUTSIDE.mtu), 'up');
-  ip('-n', 'outside', 'addr', 'add', `${NAT_OUTSIDE.outside}/${NAT_OUTSIDE.prefixLength}`, 'dev', 'eth0');
-  ip('-n', 'outside', 'route', 'add', 'default', 'via', NAT_OUTSIDE.nat);
+  ipBatch('nat', [
+    'link set lo up',
+    `link set in0 mtu ${NAT_INSIDE.mtu} up`,
+    `addr add ${NAT_INSIDE.nat}/${NAT_INSIDE.prefixLength} dev in0`,
+    `link add out0 mtu ${NAT_OUTSIDE.mtu} type veth peer name eth0 netns outside`,
+    `addr add ${NAT_OUTSIDE.nat}/${NAT_OUTSIDE.prefixLength} dev out0`,
+    'link set out0 up',
+    `route add ${VPC_CIDR} via ${NAT_INSIDE.fabric}`,
+  ]);
+  ipBatch('outside', [
+    'link set lo up',
+    `link set eth0 mtu ${NAT_OUTSIDE.mtu} up`,
+    `addr add ${NAT_OUTSIDE.outside}/${NAT_OUTSIDE.prefixLength} dev eth0`,
+    `route add default via ${NAT_OUTSIDE.nat}`,
+  ]);
   restore('nat', ['*nat', `-A POSTROUTING -s ${VPC_CIDR} -o out0 -j MASQUERADE`, 'COMMIT', ''].join('\n'), false);
 }

@@ -151,9 +151,10 @@ export class GuestNode {
     });
     const node = new GuestNode(cni, dynalite, iam, imds, new DynamoLeaseStore({ api, tableName: 'vpc-lease-vm' }));
     const leases = await node.seed(40);
-    // The VPC fabric delivers to the ENI without ARP; the router netns needs the same knowledge.
-    for (const lease of leases)
-      ip('-n', 'vpc', 'neigh', 'replace', lease, 'lladdr', ENI_MAC, 'dev', 'gw0', 'nud', 'permanent');
+    // The VPC fabric delivers to the ENI without ARP; the router netns needs the same knowledge. One `ip -batch`:
+    // a process start costs ~0.1 s in the emulated guest.
+    const neighbours = leases.map((lease) => `neigh replace ${lease} lladdr ${ENI_MAC} dev gw0 nud permanent\n`);
+    execFileSync('ip', ['-n', 'vpc', '-batch', '-'], { input: neighbours.join(''), stdio: ['pipe', 'ignore', 'pipe'] });
     return node;
   }
 
