@@ -1,7 +1,7 @@
 import type { Lease } from '../domain/lease.js';
-import type { Ec2Eni, Ec2Port } from '../ec2/port.js';
+import { addressOnEni } from '../domain/lease-address.js';
+import type { Ec2Port } from '../ec2/port.js';
 import { ENI_TAGS, eniInstanceOf, LAUNCH_TEMPLATE_OWNER } from '../ec2/tags.js';
-import { cidrContains, parseCidr, parseIpv4 } from '../ipv4.js';
 import type { LeaseStore } from '../lease-store/port.js';
 
 /**
@@ -40,10 +40,9 @@ const REQUIRED_TAGS = [ENI_TAGS.cluster, ENI_TAGS.instance, ENI_TAGS.owner, ENI_
 /** A launch template's tags are the same for every instance: its ENIs carry the cluster and owner only. */
 const TEMPLATE_TAGS = [ENI_TAGS.cluster, ENI_TAGS.owner];
 
-function holdsAddress(eni: Ec2Eni, ip: string): boolean {
-  if (eni.secondaryIps.includes(ip)) return true;
-  const address = parseIpv4(ip);
-  return eni.prefixes.some((p) => cidrContains(parseCidr(p), address));
+/** Whether some address of `leased` lies in `prefix` (a /28, or an IPv6 /80); each family compared as its own. */
+function prefixLeased(prefix: string, leased: ReadonlySet<string>): boolean {
+  return [...leased].some((ip) => addressOnEni({ secondaryIps: [], prefixes: [prefix], ipv6Prefixes: [prefix] }, ip));
 }
 
 export async function checkInvariants(
@@ -92,7 +91,7 @@ export async function checkInvariants(
         });
         continue;
       }
-      if (!holdsAddress(eni, lease.ip))
+      if (!addressOnEni(eni, lease.ip))
         report({
           invariant: 2,
           ...where,
@@ -191,9 +190,8 @@ export async function checkInvariants(
             ip,
             message: `address ${ip} on ${eni.eniId} has no lease`,
           });
-      for (const prefix of eni.prefixes) {
-        const p = parseCidr(prefix);
-        if (![...leased].some((ip) => cidrContains(p, parseIpv4(ip))))
+      for (const prefix of [...eni.prefixes, ...(eni.ipv6Prefixes ?? [])]) {
+        if (!prefixLeased(prefix, leased))
           report({
             invariant: 5,
             instanceArn: node.instanceArn,
