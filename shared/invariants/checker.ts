@@ -1,5 +1,5 @@
 import type { Lease } from '../domain/lease.js';
-import { addressOnEni } from '../domain/lease-address.js';
+import { addressInPrefix, addressOnEni } from '../domain/lease-address.js';
 import type { Ec2Port } from '../ec2/port.js';
 import { ENI_TAGS, eniInstanceOf, LAUNCH_TEMPLATE_OWNER } from '../ec2/tags.js';
 import type { LeaseStore } from '../lease-store/port.js';
@@ -40,10 +40,6 @@ const REQUIRED_TAGS = [ENI_TAGS.cluster, ENI_TAGS.instance, ENI_TAGS.owner, ENI_
 /** A launch template's tags are the same for every instance: its ENIs carry the cluster and owner only. */
 const TEMPLATE_TAGS = [ENI_TAGS.cluster, ENI_TAGS.owner];
 
-/** Whether some address of `leased` lies in `prefix` (a /28, or an IPv6 /80); each family compared as its own. */
-function prefixLeased(prefix: string, leased: ReadonlySet<string>): boolean {
-  return [...leased].some((ip) => addressOnEni({ secondaryIps: [], prefixes: [prefix], ipv6Prefixes: [prefix] }, ip));
-}
 
 export async function checkInvariants(
   ec2: Ec2Port,
@@ -191,7 +187,7 @@ export async function checkInvariants(
             message: `address ${ip} on ${eni.eniId} has no lease`,
           });
       for (const prefix of [...eni.prefixes, ...(eni.ipv6Prefixes ?? [])]) {
-        if (!prefixLeased(prefix, leased))
+        if (![...leased].some((ip) => addressInPrefix(prefix, ip)))
           report({
             invariant: 5,
             instanceArn: node.instanceArn,
