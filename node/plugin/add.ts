@@ -18,8 +18,8 @@ import { UndoStack } from '../datapath/undo.js';
 import { verifyAttachment } from '../datapath/verify.js';
 import { type AttachmentLock, lockAttachment } from '../journal/lock.js';
 import { classify } from './classify.js';
-import { explainFamilyMismatch } from './family-check.js';
 import type { CallContext } from './context.js';
+import { explainFamilyMismatch } from './family-check.js';
 import { podRouting, routingTeardown } from './routing.js';
 
 /**

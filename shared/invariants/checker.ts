@@ -40,7 +40,6 @@ const REQUIRED_TAGS = [ENI_TAGS.cluster, ENI_TAGS.instance, ENI_TAGS.owner, ENI_
 /** A launch template's tags are the same for every instance: its ENIs carry the cluster and owner only. */
 const TEMPLATE_TAGS = [ENI_TAGS.cluster, ENI_TAGS.owner];
 
-
 export async function checkInvariants(
   ec2: Ec2Port,
   store: LeaseStore,

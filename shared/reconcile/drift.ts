@@ -38,7 +38,6 @@ export interface DriftInput {
   readonly instanceStates: ReadonlyMap<string, string>;
 }
 
-
 /** Pure: compares one snapshot of EC2 with one of the table. Only READY nodes of live instances are judged. */
 export function detectDrift(input: DriftInput): DriftItem[] {
   const out: DriftItem[] = [];
