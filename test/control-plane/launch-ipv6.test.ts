@@ -1,9 +1,11 @@
+import { UnassignIpv6AddressesCommand } from '@aws-sdk/client-ec2';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Lease } from '../../shared/domain/lease.js';
 import { formatViolations } from '../../shared/invariants/checker.js';
 import { ipFamilyOf, ipv6Within, parseIpv6Cidr } from '../../shared/ipv6.js';
 import { claimPodLeases } from '../../shared/lease-store/claim-pair.js';
-import { launchEventBody } from './support/events.js';
+import { detectDrift } from '../../shared/reconcile/drift.js';
+import { launchEventBody, terminateEventBody } from './support/events.js';
 import { Harness, type HarnessOptions } from './support/harness.js';
 
 const holder = (n: number) => ({ containerId: `c-${n}`, ifName: 'eth0', netns: `/var/run/netns/p${n}` });
@@ -140,5 +142,55 @@ describe('Function: runLaunch with ipFamily ipv6 and dual (EC2 simulator + dynal
     );
     for (const [a, b] of pairs)
       expect([ipFamilyOf(a.ip), ipFamilyOf(b!.ip), b!.eniId]).toEqual(['ipv4', 'ipv6', a.eniId]);
+  });
+
+  it('ipv6: a released lease cools down and comes back; terminate removes every IPv6 lease', async () => {
+    await start({ config: { ipFamily: 'ipv6', maxPods: 6, minLeases: 2, warmLowLeases: 1, warmHighLeases: 4 } });
+    const { arn, id } = await launched(h, 'm5.large');
+    const nowMs = Date.now();
+    const [lease] = await claimPodLeases(h.store, arn, holder(1), nowMs, 'ipv6');
+    expect(ipFamilyOf(lease.ip)).toBe('ipv6');
+    const released = await h.store.release(arn, holder(1), nowMs, 30_000, lease.ip);
+    expect(released).toMatchObject({ ip: lease.ip, state: 'COOLDOWN', reusableAtMs: nowMs + 30_000 });
+    // Cooling down: the other five are claimable, this one is not until reusableAt.
+    const others = await Promise.all(
+      [2, 3, 4, 5, 6].map((n) => claimPodLeases(h.store, arn, holder(n), nowMs, 'ipv6')),
+    );
+    expect(others.map(([l]) => l.ip)).not.toContain(lease.ip);
+    await expect(claimPodLeases(h.store, arn, holder(7), nowMs, 'ipv6')).rejects.toThrow();
+    const [again] = await claimPodLeases(h.store, arn, holder(7), nowMs + 30_000, 'ipv6');
+    expect(again.ip).toBe(lease.ip);
+
+    await h.drive(terminateEventBody(id, { token: 'tok-v6' }));
+    expect((await h.store.getNode(arn))?.phase).toBe('GONE');
+    expect(await h.store.listLeases(arn)).toEqual([]);
+  });
+
+  it('ipv6 audit: clean after the launch; the /80 unassigned behind our back is drift and breaks invariant 2', async () => {
+    await start({ config: { ipFamily: 'ipv6', maxPods: 4, minLeases: 2, warmLowLeases: 1, warmHighLeases: 4 } });
+    const { arn, node, enis, leases, id } = await launched(h, 'm5.large');
+    const audit = async () =>
+      detectDrift({
+        nowMs: Date.now(),
+        graceMs: 0,
+        nodes: [(await h.store.getNode(arn))!],
+        leasesByNode: new Map([[arn, await h.store.listLeases(arn)]]),
+        enis: await h.ec2.describeNetworkInterfaces({ tags: { 'vpc-lease:instance-id': id } }),
+        instanceStates: new Map([[id, 'running']]),
+      });
+    expect(node?.phase).toBe('READY');
+    expect(await audit()).toEqual([]);
+    expect(formatViolations(await h.check())).toBe('');
+
+    const prefix = enis[0]!.ipv6Prefixes![0]!;
+    await h.ec2.client.send(
+      new UnassignIpv6AddressesCommand({ NetworkInterfaceId: enis[0]!.eniId, Ipv6Prefixes: [prefix] }),
+    );
+    const drift = await audit();
+    expect(drift.map((d) => [d.kind, d.address]).sort()).toEqual(
+      leases.map((l) => ['lease-without-address', l.ip]).sort(),
+    );
+    const violations = (await h.check()).violations.filter((v) => v.invariant === 2);
+    expect(violations.map((v) => v.ip).sort()).toEqual(leases.map((l) => l.ip).sort());
   });
 });
