@@ -166,10 +166,6 @@ export function resolveAllocatorProps(props: VpcLeaseAllocatorProps): ResolvedAl
     problems.push('clusterTagKey: must be a literal (it names an IAM condition key)');
   if (props.clusterTagKey !== undefined && props.hooklessLaunches !== true)
     problems.push('clusterTagKey: only hooklessLaunches uses it; set hooklessLaunches: true or leave it out');
-  // The simulator, the settings and max-pods know IPv6, but no launch step writes IPv6 leases yet: a cluster
-  // deployed so would start pods with no address. Refused here rather than deployed broken.
-  if (props.ipFamily === 'ipv6' || props.ipFamily === 'dual')
-    problems.push(`ipFamily: '${props.ipFamily}' is not available yet (launches write no IPv6 leases); use 'ipv4'`);
   if (props.nodeImageUri !== undefined && !Token.isUnresolved(props.nodeImageUri)) {
     try {
       parseImageReference(props.nodeImageUri);

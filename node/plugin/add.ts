@@ -19,6 +19,7 @@ import { verifyAttachment } from '../datapath/verify.js';
 import { type AttachmentLock, lockAttachment } from '../journal/lock.js';
 import { classify } from './classify.js';
 import type { CallContext } from './context.js';
+import { explainFamilyMismatch } from './family-check.js';
 import { podRouting, routingTeardown } from './routing.js';
 
 /**
@@ -96,7 +97,7 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
           await releaseHeld(store, arn, holder, ctx.nowMs(), config.reuseWaitMs, wanted).catch(() => {
             keepIntent = true;
           });
-        throw err;
+        throw await explainFamilyMismatch(err, store, arn, family);
       }
     }
     marks['claim'] = performance.now();

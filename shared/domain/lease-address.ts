@@ -29,3 +29,8 @@ export function addressOnEni(eni: EniAddresses, ip: string): boolean {
     return false;
   }
 }
+
+/** Whether `ip` lies in `prefix`, a /28 or an IPv6 /80 (an address of the other family is in neither). */
+export function addressInPrefix(prefix: string, ip: string): boolean {
+  return addressOnEni({ secondaryIps: [], prefixes: [prefix], ipv6Prefixes: [prefix] }, ip);
+}

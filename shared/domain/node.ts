@@ -1,5 +1,9 @@
 import type { InstanceLimits } from './limits.js';
 
+/** What a node's pods get (ControlPlaneConfig.ipFamily): IPv4, IPv6 from one /80 per pod ENI, or one of each. */
+export const IP_FAMILY_SETTINGS = ['ipv4', 'ipv6', 'dual'] as const;
+export type IpFamilySetting = (typeof IP_FAMILY_SETTINGS)[number];
+
 /**
  *   PENDING → PROVISIONING → READY → DRAINING → GONE
  *        └──────────┴──────► FAILED (reason recorded; launch abandoned)
@@ -29,6 +33,10 @@ export interface EniRecord {
   readonly addresses: readonly string[];
   /** Delegated /28 prefixes, in prefix-delegation mode. */
   readonly prefixes: readonly string[];
+  /** The delegated IPv6 /80 (`ipv6` and `dual` nodes), canonical; IPv6 leases are addresses inside it. */
+  readonly ipv6Prefixes?: readonly string[];
+  /** The subnet's IPv6 CIDR: what an IPv6 lease names as its subnet (its router is the CIDR's base + 1). */
+  readonly ipv6SubnetCidr?: string;
   readonly deleteOnTermination?: boolean;
   /**
    * What was asked of EC2 (secondary addresses, /28 prefixes), so a resumed step re-sends the very same
@@ -37,6 +45,7 @@ export interface EniRecord {
    */
   readonly plannedIpCount?: number;
   readonly plannedPrefixCount?: number;
+  readonly plannedIpv6PrefixCount?: number;
   /**
    * When a pool pass planned this ENI on a READY node (launch ENIs leave it out and use the node's createdAt):
    * its created-at tag, the salt of its ClientToken (a reused device index must get a new ENI), and the start
@@ -71,6 +80,11 @@ export interface NodeRecord {
   readonly limits?: InstanceLimits;
   readonly podSubnetIds: readonly string[];
   readonly phase: NodePhase;
+  /**
+   * The address family the launch provisioned this node's pods for; absent on items written before it existed
+   * (read as ipv4). The node's ADD refuses a netconf of another family by it.
+   */
+  readonly ipFamily?: IpFamilySetting;
   readonly failureReason?: string;
   /** Subnets EC2 refused for room while this node's ENIs were planned (see SubnetRefusal). */
   readonly subnetRefusals?: readonly SubnetRefusal[];

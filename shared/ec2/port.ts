@@ -54,6 +54,8 @@ export interface Ec2Subnet {
   readonly subnetId: string;
   readonly vpcId: string;
   readonly cidr: string;
+  /** The subnet's IPv6 CIDR (canonical), when it has one: what IPv6 leases name as their subnet. */
+  readonly ipv6Cidr?: string;
   readonly availabilityZone: string;
   readonly availableIpCount: number;
   readonly tags: Readonly<Record<string, string>>;
@@ -84,6 +86,8 @@ export interface CreateEniRequest {
   readonly ipCount: number;
   /** /28 prefixes (prefix delegation). */
   readonly prefixCount: number;
+  /** IPv6 /80 prefixes (`ipv6` and `dual` pods); absent or 0 for none. */
+  readonly ipv6PrefixCount?: number;
   readonly tags: Readonly<Record<string, string>>;
   /** Idempotency: the same token with the same parameters returns the same ENI. */
   readonly clientToken: string;

@@ -223,6 +223,7 @@ export class SdkEc2 implements Ec2Port {
           subnetId: s.SubnetId ?? '',
           vpcId: s.VpcId ?? '',
           cidr: s.CidrBlock ?? '',
+          ...ipv6CidrOf(s.Ipv6CidrBlockAssociationSet),
           availabilityZone: s.AvailabilityZone ?? '',
           availableIpCount: s.AvailableIpAddressCount ?? 0,
           tags: tagsOf(s.Tags),
@@ -264,6 +265,7 @@ export class SdkEc2 implements Ec2Port {
           ...(request.securityGroupIds.length ? { Groups: [...request.securityGroupIds] } : {}),
           ...(request.ipCount > 0 ? { SecondaryPrivateIpAddressCount: request.ipCount } : {}),
           ...(request.prefixCount > 0 ? { Ipv4PrefixCount: request.prefixCount } : {}),
+          ...((request.ipv6PrefixCount ?? 0) > 0 ? { Ipv6PrefixCount: request.ipv6PrefixCount } : {}),
           ClientToken: request.clientToken,
           ...(request.description ? { Description: request.description } : {}),
           TagSpecifications: [{ ResourceType: 'network-interface', Tags: toTagList(request.tags) }],
@@ -410,6 +412,18 @@ function toInstance(instanceId: string, instance: Instance): Ec2Instance {
       .sort((a, b) => (a.attachment?.deviceIndex ?? 0) - (b.attachment?.deviceIndex ?? 0)),
     tags: tagsOf(instance.Tags),
   };
+}
+
+/** A subnet's associated IPv6 CIDR in canonical form; none while it has no associated block. */
+function ipv6CidrOf(
+  set:
+    | readonly { Ipv6CidrBlock?: string | undefined; Ipv6CidrBlockState?: { State?: string | undefined } | undefined }[]
+    | undefined,
+): { ipv6Cidr?: string } {
+  const block = (set ?? []).find(
+    (a) => a.Ipv6CidrBlock && (a.Ipv6CidrBlockState?.State ?? 'associated') === 'associated',
+  );
+  return block?.Ipv6CidrBlock ? { ipv6Cidr: formatIpv6Cidr(parseIpv6Cidr(block.Ipv6CidrBlock)) } : {};
 }
 
 /** The ENI's IPv6 members in canonical form (lease keys compare by it), or none when it holds no IPv6. */

@@ -75,10 +75,17 @@ export function podEniTags(
 export function eniClientToken(
   instanceId: string,
   deviceIndex: number,
-  request: { readonly subnetId: string; readonly ipCount: number; readonly prefixCount: number },
+  request: {
+    readonly subnetId: string;
+    readonly ipCount: number;
+    readonly prefixCount: number;
+    readonly ipv6PrefixCount?: number;
+  },
   plannedAtMs?: number,
 ): string {
-  const salt = plannedAtMs === undefined ? '' : `/${plannedAtMs}`;
+  // IPv6 only when asked, so IPv4 ENIs keep the tokens they always had.
+  const v6 = request.ipv6PrefixCount ? `/v6:${request.ipv6PrefixCount}` : '';
+  const salt = `${v6}${plannedAtMs === undefined ? '' : `/${plannedAtMs}`}`;
   const digest = createHash('sha256')
     .update(`${instanceId}/${deviceIndex}/${request.subnetId}/${request.ipCount}/${request.prefixCount}${salt}`)
     .digest('hex')

@@ -1,7 +1,7 @@
 import type { Lease } from '../domain/lease.js';
-import type { Ec2Eni, Ec2Port } from '../ec2/port.js';
+import { addressInPrefix, addressOnEni } from '../domain/lease-address.js';
+import type { Ec2Port } from '../ec2/port.js';
 import { ENI_TAGS, eniInstanceOf, LAUNCH_TEMPLATE_OWNER } from '../ec2/tags.js';
-import { cidrContains, parseCidr, parseIpv4 } from '../ipv4.js';
 import type { LeaseStore } from '../lease-store/port.js';
 
 /**
@@ -39,12 +39,6 @@ const IN_PROGRESS = new Set(['PENDING', 'PROVISIONING']);
 const REQUIRED_TAGS = [ENI_TAGS.cluster, ENI_TAGS.instance, ENI_TAGS.owner, ENI_TAGS.createdAt];
 /** A launch template's tags are the same for every instance: its ENIs carry the cluster and owner only. */
 const TEMPLATE_TAGS = [ENI_TAGS.cluster, ENI_TAGS.owner];
-
-function holdsAddress(eni: Ec2Eni, ip: string): boolean {
-  if (eni.secondaryIps.includes(ip)) return true;
-  const address = parseIpv4(ip);
-  return eni.prefixes.some((p) => cidrContains(parseCidr(p), address));
-}
 
 export async function checkInvariants(
   ec2: Ec2Port,
@@ -92,7 +86,7 @@ export async function checkInvariants(
         });
         continue;
       }
-      if (!holdsAddress(eni, lease.ip))
+      if (!addressOnEni(eni, lease.ip))
         report({
           invariant: 2,
           ...where,
@@ -191,9 +185,8 @@ export async function checkInvariants(
             ip,
             message: `address ${ip} on ${eni.eniId} has no lease`,
           });
-      for (const prefix of eni.prefixes) {
-        const p = parseCidr(prefix);
-        if (![...leased].some((ip) => cidrContains(p, parseIpv4(ip))))
+      for (const prefix of [...eni.prefixes, ...(eni.ipv6Prefixes ?? [])]) {
+        if (![...leased].some((ip) => addressInPrefix(prefix, ip)))
           report({
             invariant: 5,
             instanceArn: node.instanceArn,

@@ -59,6 +59,7 @@ export const A = {
   limits: 'lim',
   podSubnetIds: 'psn',
   phase: 'ph',
+  ipFamily: 'ipf',
   failureReason: 'fr',
   subnetRefusals: 'sfr',
   enis: 'enis',
@@ -234,6 +235,7 @@ export function encodeNode(node: NodeRecord, version: number): Item {
   };
   if (node.lifecycle) item[A.lifecycle] = toAttr(node.lifecycle as unknown as Plain);
   if (node.limits) item[A.limits] = toAttr(node.limits as unknown as Plain);
+  if (node.ipFamily !== undefined) item[A.ipFamily] = s(node.ipFamily);
   if (node.failureReason !== undefined) item[A.failureReason] = s(node.failureReason);
   if (node.subnetRefusals?.length) item[A.subnetRefusals] = toAttr(node.subnetRefusals as unknown as Plain);
   if (node.goneSeenAtMs !== undefined) item[A.goneSeenAt] = n(node.goneSeenAtMs);
@@ -246,6 +248,7 @@ export function decodeNode(item: Item): NodeRecord {
   const lifecycle = item[A.lifecycle];
   const limits = item[A.limits];
   const failureReason = str(item, A.failureReason);
+  const ipFamily = str(item, A.ipFamily);
   const refusals = item[A.subnetRefusals];
   const goneSeenAtMs = num(item, A.goneSeenAt);
   const hookCompletedAtMs = num(item, A.hookCompletedAt);
@@ -260,6 +263,7 @@ export function decodeNode(item: Item): NodeRecord {
     ...(limits ? { limits: fromAttr(limits) as unknown as NodeRecord['limits'] } : {}),
     podSubnetIds: psn ? (fromAttr(psn) as string[]) : [],
     phase: reqStr(item, A.phase, 'node') as NodeRecord['phase'],
+    ...(ipFamily !== undefined ? { ipFamily: ipFamily as NonNullable<NodeRecord['ipFamily']> } : {}),
     ...(failureReason !== undefined ? { failureReason } : {}),
     ...(refusals ? { subnetRefusals: fromAttr(refusals) as unknown as NodeRecord['subnetRefusals'] } : {}),
     enis: enis ? (fromAttr(enis) as unknown as NodeRecord['enis']) : [],

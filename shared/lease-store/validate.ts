@@ -1,9 +1,9 @@
 import { parseInstanceArn } from '../domain/arn.js';
 import type { LeaseHolder, NewLease } from '../domain/lease.js';
-import { NODE_PHASES, type NodeRecord } from '../domain/node.js';
+import { IP_FAMILY_SETTINGS, NODE_PHASES, type NodeRecord } from '../domain/node.js';
 import { ValidationError } from '../errors.js';
 import { cidrContains, isIpv4, parseCidr, parseIpv4 } from '../ipv4.js';
-import { canonicalIpv6, isIpv6 } from '../ipv6.js';
+import { canonicalIpv6, ipv6Within, isIpv6 } from '../ipv6.js';
 import type { HolderRef } from './port.js';
 
 /**
@@ -48,6 +48,32 @@ export function checkHolder(holder: LeaseHolder): void {
   }
 }
 
+/** The address, gateway, subnet and prefix of a lease: one family, canonical, the address inside both CIDRs. */
+function placementProblems(lease: NewLease, at: string): string[] {
+  const v6 = isIpv6(lease.ip);
+  if (!isIpv4(lease.ip) && !(v6 && canonicalIpv6(lease.ip) === lease.ip))
+    return [`${at}.ip: invalid IP address ${JSON.stringify(lease.ip)}`];
+  const problems: string[] = [];
+  const sameFamily = v6
+    ? isIpv6(lease.gateway) && canonicalIpv6(lease.gateway) === lease.gateway
+    : isIpv4(lease.gateway);
+  if (!sameFamily) problems.push(`${at}.gateway: invalid ${v6 ? 'IPv6' : 'IPv4'} address ${lease.gateway}`);
+  const within = (cidr: string): boolean =>
+    v6 ? ipv6Within(cidr, lease.ip) : cidrContains(parseCidr(cidr), parseIpv4(lease.ip));
+  for (const [field, cidr, what] of [
+    ['subnetCidr', lease.subnetCidr, 'subnet'],
+    ['prefix', lease.prefix, 'its prefix'],
+  ] as const) {
+    if (cidr === undefined) continue;
+    try {
+      if (!within(cidr)) problems.push(`${at}.ip: ${lease.ip} is outside ${what} ${cidr}`);
+    } catch {
+      problems.push(`${at}.${field}: invalid CIDR ${JSON.stringify(cidr)}`);
+    }
+  }
+  return problems;
+}
+
 /** Every problem of every lease at once, naming the lease and the field. */
 export function checkNewLeases(leases: readonly NewLease[]): void {
   const problems: string[] = [];
@@ -59,32 +85,13 @@ export function checkNewLeases(leases: readonly NewLease[]): void {
     } catch {
       problems.push(`${at}.instanceArn: invalid instance ARN ${JSON.stringify(lease.instanceArn)}`);
     }
-    if (!isIpv4(lease.ip)) problems.push(`${at}.ip: invalid IPv4 address ${JSON.stringify(lease.ip)}`);
     if (!ENI_ID.test(lease.eniId)) problems.push(`${at}.eniId: invalid ENI id ${JSON.stringify(lease.eniId)}`);
     if (!Number.isInteger(lease.deviceIndex) || lease.deviceIndex < 0) {
       problems.push(`${at}.deviceIndex: must be a non-negative integer, got ${lease.deviceIndex}`);
     }
     if (!MAC.test(lease.mac)) problems.push(`${at}.mac: must be lower-case aa:bb:cc:dd:ee:ff, got ${lease.mac}`);
     if (!SUBNET_ID.test(lease.subnetId)) problems.push(`${at}.subnetId: invalid subnet id ${lease.subnetId}`);
-    if (!isIpv4(lease.gateway)) problems.push(`${at}.gateway: invalid IPv4 address ${lease.gateway}`);
-    try {
-      const cidr = parseCidr(lease.subnetCidr);
-      if (isIpv4(lease.ip) && !cidrContains(cidr, parseIpv4(lease.ip))) {
-        problems.push(`${at}.ip: ${lease.ip} is outside subnet ${lease.subnetCidr}`);
-      }
-    } catch {
-      problems.push(`${at}.subnetCidr: invalid CIDR ${JSON.stringify(lease.subnetCidr)}`);
-    }
-    if (lease.prefix !== undefined) {
-      try {
-        const prefix = parseCidr(lease.prefix);
-        if (isIpv4(lease.ip) && !cidrContains(prefix, parseIpv4(lease.ip))) {
-          problems.push(`${at}.ip: ${lease.ip} is outside its prefix ${lease.prefix}`);
-        }
-      } catch {
-        problems.push(`${at}.prefix: invalid CIDR ${JSON.stringify(lease.prefix)}`);
-      }
-    }
+    problems.push(...placementProblems(lease, at));
     const key = `${lease.instanceArn} ${lease.ip}`;
     if (seen.has(key)) problems.push(`${at}: ${lease.ip} appears twice for ${lease.instanceArn}`);
     seen.add(key);
@@ -109,5 +116,7 @@ export function checkNode(node: NodeRecord): void {
     problems.push(`version: must be a non-negative integer, got ${node.version}`);
   }
   if (!Number.isInteger(node.maxPods) || node.maxPods < 0) problems.push(`maxPods: invalid ${node.maxPods}`);
+  if (node.ipFamily !== undefined && !IP_FAMILY_SETTINGS.includes(node.ipFamily))
+    problems.push(`ipFamily: unknown family ${JSON.stringify(node.ipFamily)}`);
   if (problems.length > 0) throw new ValidationError(`invalid node record: ${problems.join('; ')}`, problems);
 }

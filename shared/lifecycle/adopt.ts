@@ -81,6 +81,12 @@ export async function adoptTemplateEnis(
       enis: foreign.map((e) => e.eniId),
     });
   if (ours.length === 0) return NONE;
+  const family = node?.ipFamily ?? deps.config.ipFamily;
+  // A template declares IPv4 only (planTemplateEnis refuses other families): leasing it would give IPv6 pods nothing.
+  if (family !== 'ipv4')
+    return refuse(
+      `config: launch-template pod ENIs are IPv4 only; an ${family} node needs its ENIs created by the launch`,
+    );
   if (ours.some((e) => e.attachment?.status === 'attaching'))
     return wait('launch-template ENIs still attaching', 'attaching');
   const refusals = ours.flatMap((e) => verify(e, instance, deps.config.prefixDelegation));

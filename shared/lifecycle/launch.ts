@@ -260,13 +260,14 @@ async function planNode(
 ): Promise<Step> {
   const { config } = launch.deps;
   const subnets = await candidateSubnets(launch.deps.ec2, config, instance);
+  const ipFamily = node.ipFamily ?? config.ipFamily;
   let plan: ReturnType<typeof planLaunch>;
   try {
     plan = planLaunch({
       limits,
       availabilityZone: instance.availabilityZone,
       prefixDelegation: config.prefixDelegation,
-      ipFamily: config.ipFamily,
+      ipFamily,
       minLeases: config.minLeases,
       warmHighLeases: config.warmHighLeases,
       maxPods: config.maxPods,
@@ -282,24 +283,30 @@ async function planNode(
     if (err instanceof PlanError) return { kind: 'failed', node, reason: `${err.kind}: ${err.message}`, again: false };
     throw err;
   }
-  const cidrs = new Map(subnets.map((s) => [s.subnetId, s.cidr]));
-  const enis: EniRecord[] = plan.enis.map((p) => ({
-    deviceIndex: p.deviceIndex,
-    networkCardIndex: p.networkCardIndex,
-    subnetId: p.subnetId,
-    subnetCidr: cidrs.get(p.subnetId),
-    clientToken: eniClientToken(instance.instanceId, p.deviceIndex, p),
-    step: 'PLANNED',
-    addresses: [],
-    prefixes: [],
-    plannedIpCount: p.ipCount,
-    plannedPrefixCount: p.prefixCount,
-  }));
+  const bySubnet = new Map(subnets.map((s) => [s.subnetId, s]));
+  const enis: EniRecord[] = plan.enis.map((p) => {
+    const ipv6Cidr = p.ipv6PrefixCount > 0 ? bySubnet.get(p.subnetId)?.ipv6Cidr : undefined;
+    return {
+      deviceIndex: p.deviceIndex,
+      networkCardIndex: p.networkCardIndex,
+      subnetId: p.subnetId,
+      subnetCidr: bySubnet.get(p.subnetId)?.cidr,
+      ...(ipv6Cidr ? { ipv6SubnetCidr: ipv6Cidr } : {}),
+      clientToken: eniClientToken(instance.instanceId, p.deviceIndex, p),
+      step: 'PLANNED',
+      addresses: [],
+      prefixes: [],
+      plannedIpCount: p.ipCount,
+      plannedPrefixCount: p.prefixCount,
+      ...(p.ipv6PrefixCount > 0 ? { plannedIpv6PrefixCount: p.ipv6PrefixCount } : {}),
+    };
+  });
   const inAz = subnets.filter((s) => s.availabilityZone === instance.availabilityZone).map((s) => s.subnetId);
   const planned = await launch.deps.store.updateNode(
     {
       ...node,
       phase: 'PROVISIONING',
+      ipFamily,
       enis,
       maxPods: plan.maxPods,
       podSubnetIds: [...new Set(inAz)],
@@ -310,6 +317,7 @@ async function planNode(
   launch.log.info('launch planned', {
     enis: planned.enis.map((e) => ({ deviceIndex: e.deviceIndex, subnetId: e.subnetId })),
     maxPods: planned.maxPods,
+    ipFamily,
   });
   return { kind: 'next', node: planned };
 }

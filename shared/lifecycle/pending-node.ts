@@ -7,7 +7,7 @@ import { lifecycleRecordOf } from './hookless.js';
 
 /** A launch's first node item, before any pod ENI is planned or adopted (not written: the caller does). */
 export function pendingNodeRecord(
-  deps: Pick<LifecycleDeps, 'clock'>,
+  deps: Pick<LifecycleDeps, 'clock' | 'config'>,
   event: LaunchEvent,
   arn: string,
   instance: Ec2Instance,
@@ -23,6 +23,8 @@ export function pendingNodeRecord(
     limits,
     podSubnetIds: [],
     phase: 'PENDING',
+    // Fixed at the first write: the plan, the leases and the node's ADD all go by the node's own figure.
+    ipFamily: deps.config.ipFamily,
     enis: [],
     maxPods: 0,
     createdAtMs: nowMs,

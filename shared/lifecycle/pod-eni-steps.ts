@@ -1,7 +1,7 @@
 import { ADDRESSES_PER_PREFIX } from '../domain/limits.js';
 import type { EniRecord, EniStep, NodePhase, NodeRecord } from '../domain/node.js';
 import { Ec2ApiError, isEc2Error } from '../ec2/errors.js';
-import type { Ec2Instance } from '../ec2/port.js';
+import type { Ec2Instance, Ec2Subnet } from '../ec2/port.js';
 import { LIFECYCLE_OWNER, podEniTags } from '../ec2/tags.js';
 import { errorMessage, VersionConflictError } from '../errors.js';
 import { leaseCapFor } from '../planner/max-pods.js';
@@ -81,7 +81,7 @@ export function podEniCallsAhead(enis: readonly EniRecord[]): Record<string, num
 
 class PodEniSteps {
   private readonly fallback: SubnetFallback;
-  private subnetCidrs: Map<string, string> | undefined;
+  private subnets: Map<string, Ec2Subnet> | undefined;
   private described: Promise<Ec2Instance> | undefined;
   private readonly write: EniWriter;
   private readonly leased: string[] = [];
@@ -238,11 +238,14 @@ class PodEniSteps {
 
   private async create(node: NodeRecord, e: EniRecord): Promise<EniRecord> {
     const { config } = this.deps;
+    const ipv6PrefixCount = e.plannedIpv6PrefixCount ?? 0;
     const eni = await this.deps.ec2.createNetworkInterface({
       subnetId: e.subnetId,
       securityGroupIds: podSecurityGroups(config, await this.instance()),
       ipCount: e.plannedIpCount ?? 0,
       prefixCount: e.plannedPrefixCount ?? 0,
+      // The /80 rides on the create like the IPv4 addresses: no extra mutating call, and the ClientToken covers it.
+      ...(ipv6PrefixCount > 0 ? { ipv6PrefixCount } : {}),
       // createdAt comes from the records, not the clock: a retried create must send identical parameters.
       tags: podEniTags(
         config.clusterName,
@@ -254,33 +257,42 @@ class PodEniSteps {
       clientToken: e.clientToken,
       description: `vpc-lease pod ENI of ${this.instanceId}`,
     });
-    const subnetCidr = e.subnetCidr ?? (await this.subnetCidr(eni.subnetId));
+    const known = e.subnetCidr && (ipv6PrefixCount === 0 || e.ipv6SubnetCidr);
+    const subnet = known ? undefined : await this.subnet(eni.subnetId);
+    const ipv6SubnetCidr = e.ipv6SubnetCidr ?? subnet?.ipv6Cidr;
+    if (ipv6PrefixCount > 0 && !ipv6SubnetCidr)
+      throw new Ec2ApiError(
+        'DescribeSubnets',
+        'InvalidSubnetID.NotFound',
+        'not-found-yet',
+        `failed to read the IPv6 CIDR of subnet ${eni.subnetId}: not visible yet`,
+      );
     return {
       ...e,
       step: 'CREATED',
       eniId: eni.eniId,
       mac: eni.mac,
-      subnetCidr,
+      subnetCidr: e.subnetCidr ?? subnet!.cidr,
       addresses: [...eni.secondaryIps],
       prefixes: [...eni.prefixes],
+      ...(ipv6PrefixCount > 0 ? { ipv6Prefixes: [...(eni.ipv6Prefixes ?? [])], ipv6SubnetCidr } : {}),
     };
   }
 
-  private async subnetCidr(subnetId: string): Promise<string> {
-    if (!this.subnetCidrs?.has(subnetId)) {
-      this.subnetCidrs ??= new Map();
-      for (const s of await this.deps.ec2.describeSubnets({ subnetIds: [subnetId] }))
-        this.subnetCidrs.set(s.subnetId, s.cidr);
+  private async subnet(subnetId: string): Promise<Ec2Subnet> {
+    if (!this.subnets?.has(subnetId)) {
+      this.subnets ??= new Map();
+      for (const s of await this.deps.ec2.describeSubnets({ subnetIds: [subnetId] })) this.subnets.set(s.subnetId, s);
     }
-    const cidr = this.subnetCidrs.get(subnetId);
-    if (!cidr)
+    const subnet = this.subnets.get(subnetId);
+    if (!subnet)
       throw new Ec2ApiError(
         'DescribeSubnets',
         'InvalidSubnetID.NotFound',
         'not-found-yet',
         `failed to read subnet ${subnetId} of a new ENI: not visible yet`,
       );
-    return cidr;
+    return subnet;
   }
 
   private async attach(e: EniRecord): Promise<EniRecord> {

@@ -1,6 +1,6 @@
 import { ADDRESSES_PER_PREFIX, type InstanceLimits } from '../domain/limits.js';
 import { PlanError } from './errors.js';
-import { addressesPerPodEni, type IpFamilySetting, maxPodsFor } from './max-pods.js';
+import { addressesPerPodEni, type IpFamilySetting, ipv6PrefixesPossible, maxPodsFor } from './max-pods.js';
 import { rankSubnets, type SubnetCandidate } from './subnets.js';
 
 /** An interface the instance already has (the boot ENI at least), so its slot is not planned again. */
@@ -34,6 +34,8 @@ export interface PlannedEni {
   readonly ipCount: number;
   /** /28 prefixes to request (0 in secondary-address mode). */
   readonly prefixCount: number;
+  /** IPv6 /80s to request: one in `ipv6` and `dual`, else 0. */
+  readonly ipv6PrefixCount: number;
 }
 
 export interface LaunchPlan {
@@ -85,18 +87,25 @@ export function freeEniSlots(limits: InstanceLimits, existing: readonly Existing
  *   configuration cannot work for this instance (prefix delegation off Nitro).
  */
 export function planLaunch(input: LaunchPlanInput): LaunchPlan {
-  const { limits, prefixDelegation } = input;
+  const { limits } = input;
+  const family = input.ipFamily ?? 'ipv4';
+  // IPv6-only pods take no IPv4 address, so /28s would only be wasted.
+  const prefixDelegation = input.prefixDelegation && family !== 'ipv6';
   if (prefixDelegation && limits.hypervisor !== undefined && limits.hypervisor !== 'nitro')
     throw new PlanError('config', `prefix delegation needs a Nitro instance; ${limits.instanceType} is not one`);
-  const maxPods = maxPodsFor(limits, {
-    prefixDelegation,
-    capPods: input.maxPods,
-    ...(input.ipFamily ? { ipFamily: input.ipFamily } : {}),
-  });
+  // Refused rather than served from single IPv6 addresses: those are capped per ENI like IPv4, which is what
+  // ipv6 clusters exist to escape, and max-pods would then differ by instance generation.
+  if (family !== 'ipv4' && !ipv6PrefixesPossible(limits))
+    throw new PlanError(
+      'config',
+      `ipFamily ${family} gives each pod ENI an IPv6 /80, which EC2 delegates only on Nitro; ${limits.instanceType} is not one`,
+    );
+  const ipv6PrefixCount = family === 'ipv4' ? 0 : 1;
+  const maxPods = maxPodsFor(limits, { prefixDelegation, capPods: input.maxPods, ipFamily: family });
   // The node's own figure, not just the configured cap: leases beyond what kubelet admits would never be claimed.
   const leaseCap = maxPods;
   const target = Math.min(Math.max(input.minLeases, input.warmHighLeases), leaseCap);
-  const perEni = addressesPerPodEni(limits, prefixDelegation);
+  const perEni = addressesPerPodEni(limits, prefixDelegation, family);
   const slots = freeEniSlots(limits, input.existing);
   const capacity = slots.length * perEni;
   if (capacity < input.minLeases)
@@ -105,7 +114,9 @@ export function planLaunch(input: LaunchPlanInput): LaunchPlan {
       `${limits.instanceType} can lease ${capacity} addresses on ${slots.length} pod ENIs, below minLeases ${input.minLeases}`,
     );
 
-  const free = new Map(rankSubnets(input.subnets, input.availabilityZone).map((s) => [s.subnetId, s]));
+  // An IPv6 pod's /80 comes from its ENI's subnet: only subnets with an IPv6 CIDR can serve.
+  const usable = family === 'ipv4' ? input.subnets : input.subnets.filter((s) => s.ipv6Cidr !== undefined);
+  const free = new Map(rankSubnets(usable, input.availabilityZone).map((s) => [s.subnetId, s]));
   const freeCount = new Map([...free.values()].map((s) => [s.subnetId, s.availableIpCount]));
   const enis: PlannedEni[] = [];
   let planned = 0;
@@ -117,16 +128,21 @@ export function planLaunch(input: LaunchPlanInput): LaunchPlan {
     const want = Math.min(perEni, target - planned);
     // The ENI's own primary address comes out of the subnet too.
     const room = available - 1;
-    if (prefixDelegation) {
+    if (family === 'ipv6') {
+      if (room < 0) break;
+      enis.push({ ...slot, subnetId, ipCount: 0, prefixCount: 0, ipv6PrefixCount });
+      freeCount.set(subnetId, available - 1);
+      planned += want;
+    } else if (prefixDelegation) {
       const prefixes = Math.min(Math.ceil(want / ADDRESSES_PER_PREFIX), Math.floor(room / ADDRESSES_PER_PREFIX));
       if (prefixes <= 0) break;
-      enis.push({ ...slot, subnetId, ipCount: 0, prefixCount: prefixes });
+      enis.push({ ...slot, subnetId, ipCount: 0, prefixCount: prefixes, ipv6PrefixCount });
       freeCount.set(subnetId, available - 1 - prefixes * ADDRESSES_PER_PREFIX);
       planned += prefixes * ADDRESSES_PER_PREFIX;
     } else {
       const ips = Math.min(want, room);
       if (ips <= 0) break;
-      enis.push({ ...slot, subnetId, ipCount: ips, prefixCount: 0 });
+      enis.push({ ...slot, subnetId, ipCount: ips, prefixCount: 0, ipv6PrefixCount });
       freeCount.set(subnetId, available - 1 - ips);
       planned += ips;
     }
@@ -137,7 +153,7 @@ export function planLaunch(input: LaunchPlanInput): LaunchPlan {
     throw new PlanError(
       free.size === 0 ? 'config' : 'subnets-exhausted',
       free.size === 0
-        ? `no candidate subnet in ${input.availabilityZone}`
+        ? `no candidate subnet${family === 'ipv4' ? '' : ' with an IPv6 CIDR'} in ${input.availabilityZone}`
         : `candidate subnets (${names}) in ${input.availabilityZone} have room for ${leaseCount} of minLeases ${input.minLeases}`,
     );
   }

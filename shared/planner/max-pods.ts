@@ -1,4 +1,7 @@
 import { ADDRESSES_PER_PREFIX, type InstanceLimits } from '../domain/limits.js';
+import type { IpFamilySetting } from '../domain/node.js';
+
+export type { IpFamilySetting };
 
 /**
  * Pods that use the host network (kube-proxy, the node's daemons) need no VPC address but count against
@@ -16,8 +19,6 @@ export interface MaxPodsOptions {
   /** ControlPlaneConfig.ipFamily; default ipv4. */
   readonly ipFamily?: IpFamilySetting;
 }
-
-export type IpFamilySetting = 'ipv4' | 'ipv6' | 'dual';
 
 /** A /80 holds 2^48 addresses: no cap anyone sets comes near what one pod ENI's prefix can lease. */
 const IPV6_ADDRESSES_PER_POD_ENI = Number.MAX_SAFE_INTEGER;

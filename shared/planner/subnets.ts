@@ -2,6 +2,8 @@
 export interface SubnetCandidate {
   readonly subnetId: string;
   readonly cidr: string;
+  /** Present when the subnet has an IPv6 CIDR; `ipv6` and `dual` nodes plan only on such subnets. */
+  readonly ipv6Cidr?: string;
   readonly availabilityZone: string;
   readonly availableIpCount: number;
 }

@@ -1,4 +1,6 @@
 import type { InstanceLimits } from '../domain/limits.js';
+import type { IpFamilySetting } from '../domain/node.js';
+import { PlanError } from './errors.js';
 import { planLaunch } from './launch-plan.js';
 
 export interface TemplatePlanInput {
@@ -7,6 +9,7 @@ export interface TemplatePlanInput {
   readonly minLeases: number;
   readonly warmHighLeases: number;
   readonly maxPods: number;
+  readonly ipFamily?: IpFamilySetting;
 }
 
 /** A pod ENI a launch template declares: EC2 creates it at RunInstances, in the node's subnet or a pod subnet. */
@@ -28,6 +31,12 @@ const ANY_SUBNET = 'launch-template';
  * @throws PlanError as planLaunch does (type below minLeases, prefix delegation off Nitro).
  */
 export function planTemplateEnis(input: TemplatePlanInput): TemplateEni[] {
+  // The /80 and its subnet's /64 are known only once EC2 has made the ENI, and a template names no subnet.
+  if ((input.ipFamily ?? 'ipv4') !== 'ipv4')
+    throw new PlanError(
+      'config',
+      `launch-template pod ENIs are IPv4 only; ipFamily ${input.ipFamily} needs the launch to create its pod ENIs`,
+    );
   const plan = planLaunch({
     ...input,
     availabilityZone: ANY_SUBNET,

@@ -1,9 +1,8 @@
 import type { Lease } from '../domain/lease.js';
-import { addressOnEni } from '../domain/lease-address.js';
+import { addressInPrefix, addressOnEni } from '../domain/lease-address.js';
 import type { NodeRecord } from '../domain/node.js';
 import type { Ec2Eni } from '../ec2/port.js';
 import { eniInstanceOf } from '../ec2/tags.js';
-import { cidrContains, parseCidr, parseIpv4 } from '../ipv4.js';
 import { isInstanceLive } from './gc-plan.js';
 
 /**
@@ -11,7 +10,7 @@ import { isInstanceLive } from './gc-plan.js';
  * - lease-without-address: a lease that is not RELEASING names an address its ENI does not have — a pod
  *   could claim an address that does not route;
  * - address-without-lease: a pod ENI has a secondary address (or a whole /28) no lease names — an address
- *   lost to the pool until someone adopts or unassigns it;
+ *   lost to the pool until someone adopts or unassigns it; an IPv6 /80 with no lease inside it;
  * - eni-without-node: an attached ENI of this cluster on an instance with no node item;
  * - eni-detached: a node records an ENI as attached that EC2 reports as not attached to it.
  */
@@ -37,10 +36,6 @@ export interface DriftInput {
   /** This cluster's ENIs. */
   readonly enis: readonly Ec2Eni[];
   readonly instanceStates: ReadonlyMap<string, string>;
-}
-
-function inPrefix(prefix: string, ip: string): boolean {
-  return cidrContains(parseCidr(prefix), parseIpv4(ip));
 }
 
 /** Pure: compares one snapshot of EC2 with one of the table. Only READY nodes of live instances are judged. */
@@ -87,10 +82,10 @@ export function detectDrift(input: DriftInput): DriftItem[] {
       for (const ip of eni.secondaryIps)
         if (!leased.has(ip))
           out.push({ kind: 'address-without-lease', instanceId: node.instanceId, eniId: eni.eniId, address: ip });
-      // Prefix mode caps leases per node, so a /28 may be partly unleased by design; a /28 with no lease at all
-      // is lost.
-      for (const prefix of eni.prefixes)
-        if (!leases.some((l) => inPrefix(prefix, l.ip)))
+      // Prefix mode caps leases per node, so a /28 (and always a /80) is partly unleased by design; one with no
+      // lease at all is lost.
+      for (const prefix of [...eni.prefixes, ...(eni.ipv6Prefixes ?? [])])
+        if (!leases.some((l) => addressInPrefix(prefix, l.ip)))
           out.push({ kind: 'address-without-lease', instanceId: node.instanceId, eniId: eni.eniId, address: prefix });
     }
   }

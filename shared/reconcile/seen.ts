@@ -18,7 +18,7 @@ export function seenStateName(shard: number): string {
 
 /**
  * A node's digest: its item's version (every control-plane change to its ENIs or phase bumps it) and what
- * EC2 shows attached to it (ENI ids, device indexes, addresses, prefixes). Leases are not in it on purpose:
+ * EC2 shows attached to it (ENI ids, device indexes, addresses, prefixes, IPv6 /80s). Leases are not in it on purpose:
  * the control plane changes a node's lease set only together with an Assign or Unassign (or a node-item
  * write), so an unchanged digest means nothing the drift check judges has changed on our side or EC2's.
  */
@@ -32,6 +32,10 @@ export function nodeDigest(ref: Pick<NodeRef, 'version'>, attached: readonly Ec2
         e.attachment?.instanceId ?? '-',
         [...e.secondaryIps].sort().join(','),
         [...e.prefixes].sort().join(','),
+        // IPv6 only when there is some, so an IPv4 node's digest stays what it was.
+        ...(e.ipv6Addresses?.length || e.ipv6Prefixes?.length
+          ? [[...(e.ipv6Addresses ?? []), ...(e.ipv6Prefixes ?? [])].sort().join(',')]
+          : []),
       ].join('/'),
     );
   return createHash('sha256')

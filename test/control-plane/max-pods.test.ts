@@ -60,7 +60,15 @@ describe('Function: maxPodsFor (one figure for kubelet, the pool and the operato
       minLeases: 1,
       warmHighLeases: 4,
       maxPods: 110,
-      subnets: [{ subnetId: 'subnet-1', cidr: '10.0.0.0/20', availabilityZone: 'us-east-1a', availableIpCount: 4000 }],
+      subnets: [
+        {
+          subnetId: 'subnet-1',
+          cidr: '10.0.0.0/20',
+          ipv6Cidr: '2600:1f18:0:1::/64',
+          availabilityZone: 'us-east-1a',
+          availableIpCount: 4000,
+        },
+      ],
       existing: [{ deviceIndex: 0, networkCardIndex: 0 }],
     });
     expect(plan.maxPods).toBe(110);

@@ -14,6 +14,7 @@ describe('Function: parseScenarioArgs', () => {
       pods: 24,
       instanceType: 'm5.large',
       prefixDelegation: false,
+      ipFamily: 'ipv4',
       churnRounds: 2,
       parallel: 2,
       timeScale: 0.05,
@@ -72,6 +73,7 @@ describe('Function: parseScenarioArgs', () => {
     [['--pod-subnet', '10.0.0.0/20'], '--pod-subnet: expected a /20../28 CIDR in 10.0.48.0'],
     [['--pod-subnet', '192.168.0.0/24'], '--pod-subnet'],
     [['--time-scale', '0'], '--time-scale: expected a number in (0, 1]'],
+    [['--ip-family', 'ipv5'], '--ip-family: expected one of ipv4, ipv6, dual, got "ipv5"'],
     [['--frobnicate'], "Unknown option '--frobnicate'"],
     [['extra'], 'extra'],
   ])('refuses %j naming the option', (argv, message) => {

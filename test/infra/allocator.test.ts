@@ -375,9 +375,17 @@ describe('Construct: VpcLeaseAllocator options', () => {
     for (const vars of variables(synthAllocator().template)) expect(EC2_BUCKETS_ENV in vars).toBe(false);
   });
 
-  it('refuses ipFamily ipv6 and dual while no launch writes IPv6 leases', () => {
-    for (const ipFamily of ['ipv6', 'dual'] as const)
-      expect(() => synthAllocator({ ipFamily })).toThrow(new RegExp(`ipFamily: '${ipFamily}' is not available yet`));
+  it('deploys ipFamily ipv6 and dual: the Lambdas read the family, and their role may assign IPv6', () => {
+    for (const ipFamily of ['ipv6', 'dual'] as const) {
+      const { template } = synthAllocator({ ipFamily });
+      const fns = Object.values(template.findResources('AWS::Lambda::Function'));
+      expect(fns).toHaveLength(3);
+      for (const fn of fns)
+        expect(
+          (fn.Properties.Environment as { Variables: Record<string, unknown> }).Variables.VPC_LEASE_IP_FAMILY,
+        ).toBe(ipFamily);
+      expect(JSON.stringify(template.toJSON())).toContain('ec2:AssignIpv6Addresses');
+    }
   });
 
   it('refuses an unknown ipFamily before building anything', () => {

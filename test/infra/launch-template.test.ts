@@ -76,6 +76,16 @@ describe('Function: podEniLaunchTemplateData', () => {
     ]);
   });
 
+  it('refuses ipFamily ipv6 and dual: a template declares IPv4 only', () => {
+    for (const ipFamily of ['ipv6', 'dual'] as const)
+      expect(() =>
+        podEniLaunchTemplateData(buildAllocator({ ipFamily }), {
+          instanceType: 'm5.large',
+          nodeSecurityGroups: ['sg-1'],
+        }),
+      ).toThrow(new RegExp(`launch-template pod ENIs are IPv4 only; ipFamily ${ipFamily}`));
+  });
+
   it('refuses a type the plan cannot serve: prefixes off Nitro, an unknown type, no node security group', () => {
     const allocator = buildAllocator({ prefixDelegation: true });
     expect(() =>

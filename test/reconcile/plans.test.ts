@@ -355,6 +355,31 @@ describe('detectDrift', () => {
     expect(drift.map((d) => [d.kind, d.address])).toEqual([['lease-without-address', '2600:1f18::8c3f:0:0:1']]);
   });
 
+  it('reports a /80 no lease names, and every IPv6 lease of a /80 gone from its ENI', () => {
+    const v6 = (ip: string): Lease => ({
+      ...lease(ip),
+      subnetCidr: '2600:1f18::/64',
+      gateway: '2600:1f18::1',
+      prefix: '2600:1f18:0:0:8c3e::/80',
+    });
+    const judge = (ipv6Prefixes: string[], leases: Lease[]) =>
+      detectDrift({
+        nowMs: NOW,
+        graceMs: 60_000,
+        nodes: [n],
+        leasesByNode: new Map([[n.instanceArn, [lease('10.0.0.10'), ...leases]]]),
+        enis: [{ ...attached('eni-a', ['10.0.0.10']), ipv6Prefixes }],
+        instanceStates: new Map([[instanceId, 'running']]),
+      }).map((d) => [d.kind, d.address]);
+    const leased = [v6('2600:1f18::8c3e:0:0:1'), v6('2600:1f18::8c3e:0:0:2')];
+    expect(judge(['2600:1f18:0:0:8c3e::/80'], leased)).toEqual([]);
+    expect(judge(['2600:1f18:0:0:8c3e::/80'], [])).toEqual([['address-without-lease', '2600:1f18:0:0:8c3e::/80']]);
+    expect(judge([], leased)).toEqual([
+      ['lease-without-address', '2600:1f18::8c3e:0:0:1'],
+      ['lease-without-address', '2600:1f18::8c3e:0:0:2'],
+    ]);
+  });
+
   it('checks launch-template ENIs by their attachment (no instance tag), but never the template-tagged boot ENI', () => {
     const template = { [ENI_TAGS.owner]: 'launch-template' };
     const adopted = { ...attached('eni-a', ['10.0.0.10', '10.0.0.21'], template) };

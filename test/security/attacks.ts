@@ -110,7 +110,7 @@ export const ATTACKS: readonly Attack[] = [
     },
   },
   {
-    name: 'Write its own node item (phase, ENI list, max pods, hook completion time)',
+    name: 'Write its own node item (phase, ENI list, max pods, hook completion time, IP family)',
     iam: 'denied',
     run: (f) =>
       answers([
@@ -118,6 +118,8 @@ export const ATTACKS: readonly Attack[] = [
         setAttributes(f.attacker, nodeKey(f.attacker.arn), { [A.hookCompletedAt]: n(0) }),
         setAttributes(f.attacker, nodeKey(f.attacker.arn), { [A.maxPods]: n(100_000) }),
         setAttributes(f.attacker, nodeKey(f.attacker.arn), { [A.enis]: { L: [] } }),
+        // The family its ADD checks its netconf against: the launch's to set, never the node's.
+        setAttributes(f.attacker, nodeKey(f.attacker.arn), { [A.ipFamily]: s('dual') }),
       ]),
   },
   {

@@ -1,4 +1,5 @@
 import { dirname, join } from 'node:path';
+import type { IpFamilySetting } from '../../../shared/domain/node.js';
 import { LightDynamoClient } from '../../../shared/dynamo/light-client.js';
 import { DynamoLeaseStore } from '../../../shared/lease-store/dynamo-lease-store.js';
 import { SHIM_BUILD_FILE } from '../../shim.js';
@@ -20,6 +21,8 @@ export interface DatapathInput {
   readonly localDir: string;
   readonly reuseWaitMs: number;
   readonly controlPlaneOnly: boolean;
+  /** Pods of another family than ipv4 claim on the store: the local host network routes IPv4 only. */
+  readonly ipFamily?: IpFamilySetting;
   readonly say: (line: string) => void;
 }
 
@@ -31,7 +34,9 @@ export async function chooseDatapath(input: DatapathInput): Promise<DatapathChoi
   const { cloud, hostNet, say } = input;
   let reason: string | null = null;
   const capability = probeHostNet();
+  const family = input.ipFamily ?? 'ipv4';
   if (input.controlPlaneOnly) reason = 'asked for --control-plane-only';
+  else if (family !== 'ipv4') reason = `--ip-family ${family}: the local host network routes IPv4 pods only`;
   else if (!capability.ok) reason = capability.reason ?? 'no network namespaces';
   let binary: string | undefined;
   if (!reason) {
@@ -54,7 +59,10 @@ export async function chooseDatapath(input: DatapathInput): Promise<DatapathChoi
         }),
         tableName: input.tableName,
       });
-    return { driver: new LeaseStorePods(storeFor, cloud.region, cloud.accountId, input.reuseWaitMs), reason };
+    return {
+      driver: new LeaseStorePods(storeFor, cloud.region, cloud.accountId, input.reuseWaitMs, family),
+      reason,
+    };
   }
   hostNet.startReaper(input.localDir);
   await hostNet.detectLinkKind();

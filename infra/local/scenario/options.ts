@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { IP_FAMILY_SETTINGS, type IpFamilySetting } from '../../../shared/domain/node.js';
 import { ValidationError } from '../../../shared/errors.js';
 import { loadInstanceTypes } from '../ec2/catalog.js';
 
@@ -9,6 +10,8 @@ export interface ScenarioOptions {
   readonly pods: number;
   readonly instanceType: string;
   readonly prefixDelegation: boolean;
+  /** The control plane's ipFamily; ipv6 and dual pods claim on the lease store (the local datapath is IPv4). */
+  readonly ipFamily: IpFamilySetting;
   /** A CIDR inside 10.0.0.0/16 for a dedicated pod subnet (tagged, chosen by tags); default: the boot subnet. */
   readonly podSubnet?: string;
   /** Pod ADDs/DELs in flight at once (a kubelet starts pods in parallel). */
@@ -36,6 +39,7 @@ export const USAGE = `usage: npm start -- [options]
   --pods N                pods started across the nodes (default 24)
   --instance-type TYPE    node instance type (default m5.large)
   --prefix-delegation     lease addresses from /28 prefixes instead of secondary addresses
+  --ip-family FAMILY      ipv4 (default), ipv6 (one /80 per pod ENI) or dual; ipv6/dual pods claim on the store
   --pod-subnet CIDR       put pod ENIs in a dedicated subnet (e.g. 10.0.64.0/20), picked by tag
   --hookless              launch nodes with RunInstances and the cluster tag, no Auto Scaling group or hook
   --churn N               rounds of pod churn (default 2)
@@ -77,6 +81,11 @@ export function parseScenarioArgs(argv: readonly string[], projectRoot: string):
         `--pod-subnet: expected a /20../28 CIDR in 10.0.48.0–10.0.255.255 (the VPC is 10.0.0.0/16; its node subnets are the /20s from 10.0.0.0 to 10.0.32.0), got ${JSON.stringify(podSubnet)}`,
       );
   }
+  const ipFamily = v['ip-family'] ?? 'ipv4';
+  if (!(IP_FAMILY_SETTINGS as readonly string[]).includes(ipFamily))
+    throw new ValidationError(
+      `--ip-family: expected one of ${IP_FAMILY_SETTINGS.join(', ')}, got ${JSON.stringify(ipFamily)}`,
+    );
   const timeScale = v['time-scale'] === undefined ? 0.05 : Number(v['time-scale']);
   if (!(timeScale > 0 && timeScale <= 1))
     throw new ValidationError(`--time-scale: expected a number in (0, 1], got ${JSON.stringify(v['time-scale'])}`);
@@ -85,6 +94,7 @@ export function parseScenarioArgs(argv: readonly string[], projectRoot: string):
     pods: int('pods', v.pods, 24, 0, 1000),
     instanceType,
     prefixDelegation: v['prefix-delegation'] ?? false,
+    ipFamily: ipFamily as IpFamilySetting,
     ...(podSubnet ? { podSubnet } : {}),
     churnRounds: int('churn', v.churn, 2, 0, 20),
     parallel: int('parallel', v.parallel, 2, 1, 64),
@@ -108,6 +118,7 @@ function parse(argv: readonly string[]) {
       pods: { type: 'string' },
       'instance-type': { type: 'string' },
       'prefix-delegation': { type: 'boolean' },
+      'ip-family': { type: 'string' },
       'pod-subnet': { type: 'string' },
       hookless: { type: 'boolean' },
       churn: { type: 'string' },

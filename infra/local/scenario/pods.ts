@@ -1,5 +1,7 @@
 import { instanceArn } from '../../../shared/domain/arn.js';
+import type { IpFamilySetting } from '../../../shared/domain/node.js';
 import { partitionIdOfRegion } from '../../../shared/domain/partition.js';
+import { claimPodLeases } from '../../../shared/lease-store/claim-pair.js';
 import type { LeaseStore } from '../../../shared/lease-store/port.js';
 import type { AgentLine, NodeAgent } from './node-agents.js';
 
@@ -52,6 +54,8 @@ export class LeaseStorePods implements PodDriver {
     private readonly region: string,
     private readonly accountId: string,
     private readonly reuseWaitMs: number,
+    /** What a pod claims: one lease, or a dual pair on one ENI (claim-pair.ts, as the plugin does). */
+    private readonly family: IpFamilySetting = 'ipv4',
   ) {}
 
   private store(instanceId: string): LeaseStore {
@@ -63,6 +67,10 @@ export class LeaseStorePods implements PodDriver {
     return store;
   }
 
+  private arnOf(pod: Pod): string {
+    return instanceArn(this.region, this.accountId, pod.instanceId, partitionIdOfRegion(this.region));
+  }
+
   async prepareNode(): Promise<void> {}
 
   async add(pod: Pod): Promise<PodCall> {
@@ -70,8 +78,9 @@ export class LeaseStorePods implements PodDriver {
     if (!pod.netns) pod.netns = `/var/run/netns/${pod.name}`;
     const start = performance.now();
     try {
-      const lease = await this.store(pod.instanceId).claim(
-        instanceArn(this.region, this.accountId, pod.instanceId, partitionIdOfRegion(this.region)),
+      const [lease] = await claimPodLeases(
+        this.store(pod.instanceId),
+        this.arnOf(pod),
         {
           containerId: pod.containerId,
           ifName: pod.ifName,
@@ -80,6 +89,7 @@ export class LeaseStorePods implements PodDriver {
           podName: pod.name,
         },
         Date.now(),
+        this.family,
       );
       return { ok: true, latencyMs: performance.now() - start, ip: lease.ip };
     } catch (err) {
@@ -90,13 +100,15 @@ export class LeaseStorePods implements PodDriver {
   async del(pod: Pod): Promise<PodCall> {
     const start = performance.now();
     try {
-      await this.store(pod.instanceId).release(
-        instanceArn(this.region, this.accountId, pod.instanceId, partitionIdOfRegion(this.region)),
-        { containerId: pod.containerId, ifName: pod.ifName },
-        Date.now(),
-        this.reuseWaitMs,
-        pod.ip || undefined,
-      );
+      const holder = { containerId: pod.containerId, ifName: pod.ifName };
+      const store = this.store(pod.instanceId);
+      // A dual pod's IPv6 lease is found by its holder; the first lease by the address the ADD returned.
+      const more =
+        this.family === 'dual'
+          ? await store.findByHolder(this.arnOf(pod), pod.containerId, pod.ifName, 'ipv6')
+          : undefined;
+      await store.release(this.arnOf(pod), holder, Date.now(), this.reuseWaitMs, pod.ip || undefined);
+      if (more) await store.release(this.arnOf(pod), holder, Date.now(), this.reuseWaitMs, more.ip);
       return { ok: true, latencyMs: performance.now() - start };
     } catch (err) {
       return { ok: false, latencyMs: performance.now() - start, error: (err as Error).message };

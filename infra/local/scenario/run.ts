@@ -112,6 +112,7 @@ export async function runScenario(
       clusterName: CLUSTER_NAME,
       tableName: TABLE_NAME,
       prefixDelegation: options.prefixDelegation,
+      ipFamily: options.ipFamily,
       ...(podSubnetId ? { podSubnetTags: POD_SUBNET_TAG } : {}),
       // Short waits so churn reuses addresses and the pool releases excess within the run.
       reuseWaitMs: REUSE_WAIT_MS,
@@ -159,6 +160,7 @@ export async function runScenario(
       localDir: options.localDir,
       reuseWaitMs: REUSE_WAIT_MS,
       controlPlaneOnly: options.controlPlaneOnly,
+      ipFamily: options.ipFamily,
       say,
     });
     const pods = datapath.driver;
