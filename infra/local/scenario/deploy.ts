@@ -115,6 +115,9 @@ export function deployControlPlane(cloud: LocalCloud, options: DeployOptions): D
     reportBatchItemFailures: true,
     maximumConcurrency: 20,
     functionTimeoutS: LIFECYCLE_TIMEOUT_S,
+    // The scaled clock makes the function timeout outlast the visibility timeout only here; AWS refuses that, so
+    // a slow invocation on a loaded machine must not see its records delivered again meanwhile.
+    holdWhileRunning: true,
   });
 
   // EventBridge schedules invoke asynchronously and never overlap with themselves here: a run still going
