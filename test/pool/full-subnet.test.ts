@@ -257,6 +257,34 @@ describe('Function: manageNodePool › back-off from a full subnet (issue 25)', 
     expect(refusedBy(e)).toEqual({ InsufficientFreeAddressesInSubnet: 2 });
   });
 
+  it('plans around a subnet refused within the hold from the first call: /28s elsewhere, no single addresses there', async () => {
+    const {
+      env: e,
+      full,
+      spare,
+      node,
+    } = await fullSubnetCase({
+      mode: 'fragment',
+      enis: [{ prefixCount: 1 }],
+      claims: 14,
+      config: { prefixDelegation: true },
+    });
+    // A pass a moment ago was refused a /28 there (the refusal it recorded is all this pass knows of it).
+    const current = (await e.store.getNode(node.instanceArn))!;
+    const refusal = { subnetId: full, code: 'InsufficientCidrBlocks', atMs: e.clock.nowMs() - 1 };
+    await e.store.updateNode({ ...current, subnetRefusals: [refusal] }, current.version);
+
+    const report = await manageNodePool(e.deps(), node.instanceArn);
+
+    expect(report.leased).toHaveLength(16);
+    expect(e.sim.admin.counts()['AssignPrivateIpAddresses']).toBeUndefined();
+    const after = (await e.store.getNode(node.instanceArn))!;
+    expect(after.enis.map((r) => [r.subnetId, r.prefixes.length, r.addresses.length])).toEqual([
+      [full, 1, 0],
+      [spare, 1, 0],
+    ]);
+  });
+
   it('control: with no hold, every pass sends the refused Assign again (what the hold prevents)', async () => {
     const { pass } = await exhaustedAlone({ subnetRefusalHoldMs: 0 });
     for (let i = 0; i < 3; i++) expect((await pass()).calls['AssignPrivateIpAddresses']).toBe(1);
