@@ -72,12 +72,13 @@ async function race(env: PoolEnv, marker: boolean, fullSubnet = false) {
   }
   const node = await readyNode(env, {
     subnetId,
-    enis: [{ ipCount: 6 }],
+    // Full subnet: room on the ENI for the whole top-up, so the fast path's Assign goes to the full subnet.
+    enis: [{ ipCount: fullSubnet ? 2 : 6 }],
     ...(fullSubnet ? { podSubnetIds: env.config.podSubnetIds } : {}),
   });
   if (fullSubnet) await fillSubnet(subnetId, 'exhaust', env.ec2.client);
   let last = '';
-  for (let i = 0; i < 5; i++) last = (await claimOne(env, node.instanceArn)).ip;
+  for (let i = 0; i < (fullSubnet ? 1 : 5); i++) last = (await claimOne(env, node.instanceArn)).ip;
   env.sim.admin.resetCounts();
   const deps = env.deps({ store: racingStore(env.store, { marker }) });
   const [stream, sweep] = await Promise.all([
