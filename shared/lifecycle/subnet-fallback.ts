@@ -5,15 +5,13 @@ import { eniClientToken } from '../ec2/tags.js';
 import { METRIC_DIMENSIONS, METRIC_NAMES } from '../metrics.js';
 import {
   chooseSubnet,
+  mergeRefusals,
   type RefusedSubnet,
   type SubnetFullCode,
   subnetsExhaustedReason,
 } from '../planner/subnet-choice.js';
 import type { PodEniDeps } from './pod-eni-outcome.js';
 import { candidateSubnets } from './subnets.js';
-
-/** Refusals kept on a node item: the latest per subnet and code, so the item stays small. */
-const REFUSALS_KEPT = 8;
 
 /**
  * The pod-ENI steps' answer to a create refused for room (planner/subnet-choice.ts decides, this gathers its
@@ -83,9 +81,7 @@ export class SubnetFallback {
   /** `node` with this pass's refusals merged into those it records. */
   noted(node: NodeRecord): NodeRecord {
     if (this.refusals.length === 0) return node;
-    const latest = new Map<string, SubnetRefusal>();
-    for (const r of [...(node.subnetRefusals ?? []), ...this.refusals]) latest.set(`${r.subnetId} ${r.code}`, r);
-    return { ...node, subnetRefusals: [...latest.values()].sort((a, b) => a.atMs - b.atMs).slice(-REFUSALS_KEPT) };
+    return { ...node, subnetRefusals: mergeRefusals(node.subnetRefusals, this.refusals) };
   }
 
   exhaustedReason(possibleLeases: number, minLeases: number): string {

@@ -1,4 +1,5 @@
 import { ADDRESSES_PER_PREFIX } from '../domain/limits.js';
+import type { SubnetRefusal } from '../domain/node.js';
 import { rankSubnets, type SubnetCandidate } from './subnets.js';
 
 /**
@@ -91,4 +92,17 @@ export function subnetsExhaustedReason(
   const seen = [...new Map(refused.map((r) => [`${r.subnetId} ${r.code}`, r])).values()];
   const list = seen.map((r) => `${r.subnetId} ${r.code}`).join(', ');
   return `subnets-exhausted: every candidate subnet is out of room for the launch's minimum (${possibleLeases} of minLeases ${minLeases} possible); EC2 refused ${list}`;
+}
+
+/** Refusals kept on a node item: the latest per subnet and code, so the item stays small. */
+const REFUSALS_KEPT = 8;
+
+/** A node item's refusals with `added` merged in: the latest per subnet and code, oldest first, at most 8. */
+export function mergeRefusals(
+  recorded: readonly SubnetRefusal[] | undefined,
+  added: readonly SubnetRefusal[],
+): SubnetRefusal[] {
+  const latest = new Map<string, SubnetRefusal>();
+  for (const r of [...(recorded ?? []), ...added]) latest.set(`${r.subnetId} ${r.code}`, r);
+  return [...latest.values()].sort((a, b) => a.atMs - b.atMs).slice(-REFUSALS_KEPT);
 }

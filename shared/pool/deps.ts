@@ -24,6 +24,8 @@ export interface PoolDeps {
   readonly attachWaitMs?: number;
   /** How long a pass's assignment marker holds its node if the pass dies. Default 90 s (pool-manager.ts). */
   readonly passMarkerTtlMs?: number;
+  /** How long a top-up plans around a subnet EC2 refused for room. Default 10 min (subnet-holds.ts). */
+  readonly subnetRefusalHoldMs?: number;
   /** Where the scheduled sweep stands between runs; absent: every scheduled run passes every READY node. */
   readonly sweepCursor?: SweepCursorStore;
   /** How often the paced sweep starts a new cycle over every node. Default 1 h (sweep.ts). */

@@ -6,8 +6,9 @@ import { eniLeases } from '../lifecycle/pod-eni.js';
 import { type EniWriter, IN_PROGRESS_STEPS, isStale, type StepFailure } from '../lifecycle/pod-eni-outcome.js';
 import { ATTACH_POLL_MS, advancePodEnis } from '../lifecycle/pod-eni-steps.js';
 import type { PlannedEni } from '../planner/launch-plan.js';
+import { mergeRefusals } from '../planner/subnet-choice.js';
 import { DEFAULT_ATTACH_WAIT_MS, type PoolDeps, sleepOf } from './deps.js';
-import { editNodeEnis } from './node-record.js';
+import { editNode, editNodeEnis } from './node-record.js';
 
 /** Re-exported for callers that import them from the pool; they live in shared/ec2 and shared/lifecycle. */
 export { eniLeases as leasesOf, POOL_OWNER };
@@ -147,25 +148,30 @@ function collectedMeanwhile(deps: PoolDeps, eni: EniRecord): boolean {
  * The pool's writer: re-reads and re-applies on a version conflict (other pool passes and Assign records write
  * the same item), skips an ENI a concurrent pass already recorded at the same or a later step (the ClientToken
  * and the attachment read-back make their EC2 calls agree; this keeps the slower one from writing an older
- * step over the faster one's), and stops once the node is no longer READY (a terminate won).
+ * step over the faster one's), carries the subnet refusals the steps noted on `node`, and stops once the
+ * node is no longer READY (a terminate won).
  */
 function readyNodeWriter(deps: PoolDeps): EniWriter {
   return async (node, changed) => {
     let left = false;
-    const written = await editNodeEnis(deps.store, node.instanceArn, deps.clock.nowMs(), (enis, current) => {
+    const written = await editNode(deps.store, node.instanceArn, deps.clock.nowMs(), (current) => {
       if (current.phase !== 'READY') {
         left = true;
         return undefined;
       }
       let any = false;
-      const next = enis.flatMap((stored) => {
+      const enis = current.enis.flatMap((stored) => {
         if (!changed.has(stored.deviceIndex)) return [stored];
         const eni = changed.get(stored.deviceIndex);
-        if (eni && isStale(stored, eni)) return [stored];
+        // A record replanned into another subnet carries a new ClientToken: not stale, though still PLANNED.
+        if (eni && isStale(stored, eni) && eni.clientToken === stored.clientToken) return [stored];
         any = true;
         return eni ? [eni] : [];
       });
-      return any ? next : undefined;
+      const refusals = mergeRefusals(current.subnetRefusals, node.subnetRefusals ?? []);
+      const noted = JSON.stringify(refusals) !== JSON.stringify(current.subnetRefusals ?? []);
+      if (!any && !noted) return undefined;
+      return { ...current, enis, ...(refusals.length > 0 ? { subnetRefusals: refusals } : {}) };
     });
     return left ? undefined : written;
   };

@@ -16,13 +16,26 @@ export async function editNodeEnis(
   nowMs: number,
   edit: (enis: readonly EniRecord[], node: NodeRecord) => readonly EniRecord[] | undefined,
 ): Promise<NodeRecord | undefined> {
+  return editNode(store, instanceArn, nowMs, (node) => {
+    const enis = edit(node.enis, node);
+    return enis && { ...node, enis };
+  });
+}
+
+/** As editNodeEnis, for any field of the node item: `edit` returns the changed node, or undefined for none. */
+export async function editNode(
+  store: LeaseStore,
+  instanceArn: string,
+  nowMs: number,
+  edit: (node: NodeRecord) => NodeRecord | undefined,
+): Promise<NodeRecord | undefined> {
   for (let attempt = 1; ; attempt += 1) {
     const node = await store.getNode(instanceArn);
     if (!node) return undefined;
-    const enis = edit(node.enis, node);
-    if (!enis) return node;
+    const changed = edit(node);
+    if (!changed) return node;
     try {
-      return await store.updateNode({ ...node, enis, updatedAtMs: nowMs }, node.version);
+      return await store.updateNode({ ...changed, updatedAtMs: nowMs }, node.version);
     } catch (err) {
       if (err instanceof NodeNotFoundError) return undefined;
       if (!(err instanceof VersionConflictError) || attempt >= MAX_NODE_WRITE_ATTEMPTS) throw err;

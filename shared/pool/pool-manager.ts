@@ -36,6 +36,8 @@ export interface NodePoolReport {
   readonly pendingRelease: readonly string[];
   readonly resumed: number;
   readonly shortfall: number;
+  /** Subnets the top-up planned around: EC2 refused them for room within the hold (subnet-holds.ts). */
+  readonly subnetsOnHold: readonly string[];
   readonly waitingForAttachment: boolean;
 }
 
@@ -84,6 +86,7 @@ export async function manageNodePool(deps: PoolDeps, instanceArn: string): Promi
     pendingRelease: [],
     resumed: 0,
     shortfall: 0,
+    subnetsOnHold: [],
     waitingForAttachment: false,
   };
   if (!node) return { ...base, skipped: 'no node item' };
@@ -100,6 +103,7 @@ export async function manageNodePool(deps: PoolDeps, instanceArn: string): Promi
   let view = poolView(deps, node, leases);
   let leased: string[] = [];
   let shortfall = 0;
+  let subnetsOnHold: readonly string[] = [];
   let waitingForAttachment = false;
   if (view.needed > 0 || enisInProgress(node).length > 0) {
     // One assigning pass per node: Assign has no idempotency token, so a stream pass and the sweep that both
@@ -116,11 +120,12 @@ export async function manageNodePool(deps: PoolDeps, instanceArn: string): Promi
       const assigned = await assign(deps, fresh, view);
       if ('skipped' in assigned)
         return { ...base, ...assigned, counts: view.counts, needed: view.needed, excess: view.excess };
-      ({ leased, shortfall, waitingForAttachment } = assigned);
+      ({ leased, shortfall, subnetsOnHold, waitingForAttachment } = assigned);
     } finally {
       await store.releasePassMarker(instanceArn, owner);
     }
-    if (shortfall > 0) log.warn('pool cannot reach its target: instance limits or subnets exhausted', { shortfall });
+    if (shortfall > 0)
+      log.warn('pool cannot reach its target: instance limits or subnets exhausted', { shortfall, subnetsOnHold });
   }
   const { counts, needed, excess, nowMs } = view;
   leases = [...view.leases];
@@ -162,6 +167,7 @@ export async function manageNodePool(deps: PoolDeps, instanceArn: string): Promi
     pendingRelease,
     resumed: resumed.released.length,
     shortfall,
+    subnetsOnHold,
     waitingForAttachment,
   };
 }
@@ -208,7 +214,10 @@ async function assign(
   deps: PoolDeps,
   node: NodeRecord,
   view: PoolView,
-): Promise<{ leased: string[]; shortfall: number; waitingForAttachment: boolean } | { skipped: string }> {
+): Promise<
+  | { leased: string[]; shortfall: number; subnetsOnHold: readonly string[]; waitingForAttachment: boolean }
+  | { skipped: string }
+> {
   let instance: Ec2Instance | undefined;
   const readInstance = async (): Promise<Ec2Instance> => {
     if (!instance) {
@@ -221,6 +230,7 @@ async function assign(
   };
   const leased: string[] = [];
   let shortfall = 0;
+  let subnetsOnHold: readonly string[] = [];
   let waitingForAttachment = false;
   try {
     let current: NodeRecord = node;
@@ -228,6 +238,7 @@ async function assign(
       const result = await topUp(deps, node, readInstance, view.needed, view.leaseRoom);
       leased.push(...result.leased);
       shortfall = result.shortfall;
+      subnetsOnHold = result.subnetsOnHold;
       if (result.plannedEni) current = (await deps.store.getNode(node.instanceArn)) ?? node;
     }
     if (current.phase === 'READY' && enisInProgress(current).length > 0) {
@@ -239,7 +250,7 @@ async function assign(
     if (!(err instanceof InstanceNotRunningError)) throw err;
     return { skipped: err.message };
   }
-  return { leased, shortfall, waitingForAttachment };
+  return { leased, shortfall, subnetsOnHold, waitingForAttachment };
 }
 
 /**

@@ -12,6 +12,14 @@ export interface PoolEni {
   readonly slotsUsed: number;
 }
 
+/** Subnets a top-up plans around, by the kind of request EC2 refused there (subnet-holds.ts). */
+export interface ClosedSubnets {
+  readonly prefixes: ReadonlySet<string>;
+  readonly addresses: ReadonlySet<string>;
+}
+
+const NO_CLOSED_SUBNETS: ClosedSubnets = { prefixes: new Set(), addresses: new Set() };
+
 export interface TopUpInput {
   /** Addresses wanted (calculateNeededAddresses). */
   readonly needed: number;
@@ -24,6 +32,13 @@ export interface TopUpInput {
   readonly interfaces: readonly ExistingInterface[];
   /** Candidate subnets for a new ENI, and the free-address counts of the existing ENIs' subnets. */
   readonly subnets: readonly SubnetCandidate[];
+  /** Subnets EC2 refused for room lately, by request kind (subnet-holds.ts): nothing is planned there. */
+  readonly closed?: ClosedSubnets;
+  /**
+   * Prefix mode: once a subnet has refused a /28, plan single addresses for what /28s cannot cover
+   * (`prefixFallbackToAddresses`), after every other subnet's /28s.
+   */
+  readonly addressFallback?: boolean;
 }
 
 export interface AssignStep {
@@ -46,48 +61,96 @@ export interface TopUpPlan {
 /**
  * Plans a top-up: fill the ENIs the node already has first (one cheap Assign call each, no attachment wait),
  * lowest device index first so addresses pack onto few ENIs; then plan new ENIs with the launch planner (same
- * slot and subnet rules as at launch). Prefix mode asks for whole /28s. Pure.
+ * slot and subnet rules as at launch). Prefix mode asks for whole /28s, and with the fallback on, single
+ * addresses for the rest. Subnets closed to a kind of request get none of it. Pure.
  */
 export function planTopUp(input: TopUpInput): TopUpPlan {
   if (input.needed <= 0) return { assign: [], newEnis: [], plannedAddresses: 0, shortfall: 0 };
-  const unit = input.prefixDelegation ? ADDRESSES_PER_PREFIX : 1;
+  const closed = input.closed ?? NO_CLOSED_SUBNETS;
+  const room: Room = {
+    subnets: new Map(input.subnets.map((s) => [s.subnetId, s.availableIpCount])),
+    slotsUsed: new Map(input.enis.map((e) => [e.eniId, e.slotsUsed])),
+    interfaces: [...input.interfaces],
+  };
+  const first = planKind(
+    input,
+    room,
+    input.prefixDelegation,
+    input.needed,
+    input.prefixDelegation ? closed.prefixes : closed.addresses,
+  );
+  let plan = first;
+  const rest = input.needed - first.plannedAddresses;
+  if (input.prefixDelegation && input.addressFallback && rest > 0 && closed.prefixes.size > 0) {
+    const second = planKind(input, room, false, rest, closed.addresses);
+    plan = {
+      assign: [...first.assign, ...second.assign],
+      newEnis: [...first.newEnis, ...second.newEnis],
+      plannedAddresses: first.plannedAddresses + second.plannedAddresses,
+    };
+  }
+  return { ...plan, shortfall: Math.max(0, input.needed - plan.plannedAddresses) };
+}
+
+/** What the planned requests have taken so far: subnet addresses, ENI slots, device indexes. */
+interface Room {
+  readonly subnets: Map<string, number>;
+  readonly slotsUsed: Map<string, number>;
+  readonly interfaces: ExistingInterface[];
+}
+
+/** One kind of request (/28s or single addresses) for `needed` addresses, taking what it plans out of `room`. */
+function planKind(
+  input: TopUpInput,
+  room: Room,
+  prefixes: boolean,
+  needed: number,
+  closed: ReadonlySet<string>,
+): Omit<TopUpPlan, 'shortfall'> {
+  const unit = prefixes ? ADDRESSES_PER_PREFIX : 1;
   const slotsPerEni = Math.max(0, input.limits.ipv4PerEni - 1);
-  const room = new Map(input.subnets.map((s) => [s.subnetId, s.availableIpCount]));
-  let unitsLeft = Math.ceil(input.needed / unit);
+  // A subnet we know nothing about is not limited here: EC2 answers InsufficientFreeAddressesInSubnet.
+  const free = (subnetId: string) => room.subnets.get(subnetId) ?? Number.MAX_SAFE_INTEGER;
+  const wantedUnits = Math.ceil(needed / unit);
+  let unitsLeft = wantedUnits;
   const assign: AssignStep[] = [];
   for (const eni of [...input.enis].sort((a, b) => a.deviceIndex - b.deviceIndex)) {
     if (unitsLeft <= 0) break;
-    const free = slotsPerEni - eni.slotsUsed;
-    // A subnet we know nothing about is not limited here: EC2 answers InsufficientFreeAddressesInSubnet.
-    const subnetUnits = Math.floor((room.get(eni.subnetId) ?? Number.MAX_SAFE_INTEGER) / unit);
-    const take = Math.min(free, unitsLeft, subnetUnits);
+    if (closed.has(eni.subnetId)) continue;
+    const take = Math.min(
+      slotsPerEni - room.slotsUsed.get(eni.eniId)!,
+      unitsLeft,
+      Math.floor(free(eni.subnetId) / unit),
+    );
     if (take <= 0) continue;
-    assign.push({
-      eniId: eni.eniId,
-      ipCount: input.prefixDelegation ? 0 : take,
-      prefixCount: input.prefixDelegation ? take : 0,
-    });
-    room.set(eni.subnetId, (room.get(eni.subnetId) ?? Number.MAX_SAFE_INTEGER) - take * unit);
+    assign.push({ eniId: eni.eniId, ipCount: prefixes ? 0 : take, prefixCount: prefixes ? take : 0 });
+    room.slotsUsed.set(eni.eniId, room.slotsUsed.get(eni.eniId)! + take);
+    room.subnets.set(eni.subnetId, free(eni.subnetId) - take * unit);
     unitsLeft -= take;
   }
   let newEnis: PlannedEni[] = [];
-  if (unitsLeft > 0 && addressesPerPodEni(input.limits, input.prefixDelegation) > 0) {
+  if (unitsLeft > 0 && addressesPerPodEni(input.limits, prefixes) > 0) {
     const addresses = unitsLeft * unit;
     newEnis = [
       ...planLaunch({
         limits: input.limits,
         availabilityZone: input.availabilityZone,
-        prefixDelegation: input.prefixDelegation,
+        prefixDelegation: prefixes,
         minLeases: 0,
         warmHighLeases: addresses,
         maxPods: addresses,
-        subnets: input.subnets.map((s) => ({ ...s, availableIpCount: room.get(s.subnetId) ?? s.availableIpCount })),
-        existing: input.interfaces,
+        subnets: input.subnets
+          .filter((s) => !closed.has(s.subnetId))
+          .map((s) => ({ ...s, availableIpCount: free(s.subnetId) })),
+        existing: room.interfaces,
       }).enis,
     ];
-    for (const eni of newEnis) unitsLeft -= input.prefixDelegation ? eni.prefixCount : eni.ipCount;
+    for (const eni of newEnis) {
+      const units = prefixes ? eni.prefixCount : eni.ipCount;
+      unitsLeft -= units;
+      room.interfaces.push({ deviceIndex: eni.deviceIndex, networkCardIndex: eni.networkCardIndex });
+      room.subnets.set(eni.subnetId, free(eni.subnetId) - 1 - units * unit);
+    }
   }
-  const plannedUnits = Math.ceil(input.needed / unit) - Math.max(0, unitsLeft);
-  const plannedAddresses = plannedUnits * unit;
-  return { assign, newEnis, plannedAddresses, shortfall: Math.max(0, input.needed - plannedAddresses) };
+  return { assign, newEnis, plannedAddresses: (wantedUnits - Math.max(0, unitsLeft)) * unit };
 }

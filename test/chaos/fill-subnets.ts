@@ -43,10 +43,11 @@ export async function seedFillSubnets(c: ControlPlaneCloud): Promise<FillSubnets
  * Another tenant fills `subnetId` behind the control plane's back: `exhaust` takes every free address, `fragment`
  * one address in each aligned /28, so /28s are refused (InsufficientCidrBlocks) while addresses remain. Calls go
  * through the SDK with its retries, since the schedule's faults and throttling may still be on; a lost response
- * that the SDK repeats only fills the subnet further. Returns the subnet's free addresses afterwards.
+ * that the SDK repeats only fills the subnet further. Returns the subnet's free addresses afterwards. `given`:
+ * a client to use (the pool tests' simulator), else one from AWS_ENDPOINT_URL_EC2.
  */
-export async function fillSubnet(subnetId: string, mode: 'exhaust' | 'fragment'): Promise<number> {
-  const ec2 = client();
+export async function fillSubnet(subnetId: string, mode: 'exhaust' | 'fragment', given?: EC2Client): Promise<number> {
+  const ec2 = given ?? client();
   const available = async () =>
     (await ec2.send(new DescribeSubnetsCommand({ SubnetIds: [subnetId] }))).Subnets?.[0]?.AvailableIpAddressCount ?? 0;
   try {
@@ -74,7 +75,7 @@ export async function fillSubnet(subnetId: string, mode: 'exhaust' | 'fragment')
     }
     return await available();
   } finally {
-    ec2.destroy();
+    if (!given) ec2.destroy();
   }
 }
 

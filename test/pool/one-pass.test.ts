@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { LeaseStore } from '../../shared/lease-store/port.js';
 import { createPoolManagerHandler } from '../../shared/pool/events.js';
 import { sweepPools } from '../../shared/pool/sweep.js';
+import { fillSubnet } from '../chaos/fill-subnets.js';
 import { claimOne, invariantViolations, type PoolEnv, readyNode, startPoolEnv } from './support.js';
 
 /**
@@ -58,18 +59,36 @@ function claimRecord(arn: string, ip: string): DynamoDBStreamEvent {
   };
 }
 
-async function race(env: PoolEnv, marker: boolean) {
-  const node = await readyNode(env, { enis: [{ ipCount: 6 }] });
+/**
+ * `fullSubnet`: the node's ENI is in a /26 another tenant has filled, with a roomy subnet beside it, so the
+ * pass's Assign is refused and the top-up goes on with a new ENI there.
+ */
+async function race(env: PoolEnv, marker: boolean, fullSubnet = false) {
+  let subnetId = env.subnetId;
+  if (fullSubnet) {
+    subnetId = env.sim.admin.seedSubnet(env.vpcId, '10.0.32.0/26', 'us-east-1a').subnetId;
+    const spare = env.sim.admin.seedSubnet(env.vpcId, '10.0.33.0/25', 'us-east-1a').subnetId;
+    env.config = { ...env.config, podSubnetIds: [subnetId, spare] };
+  }
+  const node = await readyNode(env, {
+    subnetId,
+    // Full subnet: room on the ENI for the whole top-up, so the fast path's Assign goes to the full subnet.
+    enis: [{ ipCount: fullSubnet ? 2 : 6 }],
+    ...(fullSubnet ? { podSubnetIds: env.config.podSubnetIds } : {}),
+  });
+  if (fullSubnet) await fillSubnet(subnetId, 'exhaust', env.ec2.client);
   let last = '';
-  for (let i = 0; i < 5; i++) last = (await claimOne(env, node.instanceArn)).ip;
+  for (let i = 0; i < (fullSubnet ? 1 : 5); i++) last = (await claimOne(env, node.instanceArn)).ip;
+  env.sim.admin.resetCounts();
   const deps = env.deps({ store: racingStore(env.store, { marker }) });
   const [stream, sweep] = await Promise.all([
     createPoolManagerHandler(deps)(claimRecord(node.instanceArn, last)) as Promise<DynamoDBBatchResponse>,
     sweepPools(deps),
   ]);
   const counted = env.sim.admin.counts()['AssignPrivateIpAddresses'];
+  const creates = env.sim.admin.counts()['CreateNetworkInterface']?.ok ?? 0;
   // Every Assign request the simulator received, answered or refused (a second Assign may hit the ENI's limit).
-  return { node, stream, sweep, assigns: (counted?.ok ?? 0) + (counted?.errors ?? 0) };
+  return { node, stream, sweep, creates, assigns: (counted?.ok ?? 0) + (counted?.errors ?? 0) };
 }
 
 describe('Function: manageNodePool › one assignment pass per node (issue 25)', () => {
@@ -96,6 +115,22 @@ describe('Function: manageNodePool › one assignment pass per node (issue 25)',
   it('makes two Assigns without the marker (negative control)', async () => {
     env = await startPoolEnv();
     const { assigns } = await race(env, false);
+    expect(assigns).toBe(2);
+  });
+
+  it('keeps to one Assign and one new ENI when the ENI’s subnet is full and both passes would top up', async () => {
+    env = await startPoolEnv();
+    const { node, stream, sweep, assigns, creates } = await race(env, true, true);
+    expect(assigns).toBe(1);
+    expect(creates).toBe(1);
+    expect(stream.batchItemFailures.length + sweep.failed.length).toBe(1);
+    expect((await env.store.getNode(node.instanceArn))!.subnetRefusals).toHaveLength(1);
+    expect(await invariantViolations(env)).toBe('');
+  });
+
+  it('makes two Assigns on the full subnet without the marker (negative control)', async () => {
+    env = await startPoolEnv();
+    const { assigns } = await race(env, false, true);
     expect(assigns).toBe(2);
   });
 

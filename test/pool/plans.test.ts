@@ -175,6 +175,37 @@ describe('planTopUp', () => {
   });
 });
 
+describe('planTopUp around subnets EC2 refused (issue 25)', () => {
+  const base = {
+    limits: m5large,
+    prefixDelegation: true,
+    availabilityZone: 'eu-west-1a',
+    enis: [{ eniId: 'eni-a', deviceIndex: 1, subnetId: 'subnet-1', slotsUsed: 1 }],
+    interfaces: [0, 1].map((deviceIndex) => ({ deviceIndex, networkCardIndex: 0 })),
+    subnets,
+  };
+  const closed = { prefixes: new Set(['subnet-1']), addresses: new Set<string>() };
+
+  it('plans nothing on a subnet closed to /28s without the fallback', () => {
+    expect(planTopUp({ ...base, needed: 4, closed })).toMatchObject({ assign: [], newEnis: [], shortfall: 4 });
+  });
+
+  it('with the fallback, plans single addresses on an ENI whose subnet is closed to /28s only', () => {
+    const plan = planTopUp({ ...base, needed: 4, closed, addressFallback: true });
+    expect(plan).toEqual({
+      assign: [{ eniId: 'eni-a', ipCount: 4, prefixCount: 0 }],
+      newEnis: [],
+      plannedAddresses: 4,
+      shortfall: 0,
+    });
+  });
+
+  it('plans nothing of either kind on a subnet closed to addresses', () => {
+    const both = { prefixes: new Set(['subnet-1']), addresses: new Set(['subnet-1']) };
+    expect(planTopUp({ ...base, needed: 4, closed: both, addressFallback: true }).shortfall).toBe(4);
+  });
+});
+
 describe('Function: poolEniClientToken', () => {
   const request = { deviceIndex: 2, subnetId: 'subnet-1', ipCount: 9, prefixCount: 0 };
 

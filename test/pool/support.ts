@@ -145,6 +145,10 @@ export async function readyNode(
     enis?: readonly { ipCount?: number; prefixCount?: number }[];
     /** The figure the launch recorded (default: the planner's, under the current configuration). */
     maxPods?: number;
+    /** The pod ENIs' subnet (default the env's). */
+    subnetId?: string;
+    /** The launch's candidate subnets in the AZ, as recorded (default the ENIs' subnet). */
+    podSubnetIds?: readonly string[];
   } = {},
 ): Promise<ReadyNode> {
   const instanceType = options.instanceType ?? 'm5.large';
@@ -152,10 +156,12 @@ export async function readyNode(
   const arn = instanceArn(REGION, ACCOUNT, instance.instanceId, 'aws');
   const nowMs = env.clock.nowMs();
   const limits = await env.ec2.describeInstanceLimits(instanceType);
+  const subnetId = options.subnetId ?? env.subnetId;
+  const [subnet] = await env.ec2.describeSubnets({ subnetIds: [subnetId] });
   const records: EniRecord[] = [];
   for (const [i, spec] of (options.enis ?? [{ ipCount: 6 }]).entries()) {
     const deviceIndex = i + 1;
-    const request = { subnetId: env.subnetId, ipCount: spec.ipCount ?? 0, prefixCount: spec.prefixCount ?? 0 };
+    const request = { subnetId, ipCount: spec.ipCount ?? 0, prefixCount: spec.prefixCount ?? 0 };
     const clientToken = eniClientToken(instance.instanceId, deviceIndex, request);
     const eni = await env.ec2.createNetworkInterface({
       ...request,
@@ -173,13 +179,13 @@ export async function readyNode(
     records.push({
       deviceIndex,
       networkCardIndex: 0,
-      subnetId: env.subnetId,
+      subnetId,
       clientToken,
       step: 'LEASED',
       eniId: eni.eniId,
       attachmentId,
       mac: eni.mac,
-      subnetCidr: '10.0.0.0/20',
+      subnetCidr: subnet!.cidr,
       addresses: [...eni.secondaryIps],
       prefixes: [...eni.prefixes],
       deleteOnTermination: true,
@@ -195,7 +201,7 @@ export async function readyNode(
     instanceType,
     availabilityZone: instance.availabilityZone,
     limits,
-    podSubnetIds: [env.subnetId],
+    podSubnetIds: [...(options.podSubnetIds ?? [subnetId])],
     phase: 'READY',
     enis: records,
     maxPods:

@@ -4,6 +4,7 @@ import { NoFreeLeaseError } from '../../shared/errors.js';
 import { expectedLeases } from '../../shared/lifecycle/pod-eni.js';
 import { POOL_OWNER } from '../../shared/pool/new-eni.js';
 import { AssignPassBusyError, manageNodePool } from '../../shared/pool/pool-manager.js';
+import { DEFAULT_SUBNET_REFUSAL_HOLD_MS } from '../../shared/pool/subnet-holds.js';
 import { claimOne, invariantViolations, type PoolEnv, readyNode, startPoolEnv } from './support.js';
 
 let env: PoolEnv | undefined;
@@ -202,7 +203,7 @@ describe('Pool: top-up', () => {
     );
   });
 
-  it('drops a new ENI EC2 refuses for good (subnet full) and replans on a later pass', async () => {
+  it('drops a new ENI EC2 refuses for good (subnet full) and replans once the subnet’s hold runs out', async () => {
     env = await startPoolEnv();
     const { instanceArn } = await readyNode(env, { enis: [{ ipCount: 9 }] });
     for (let i = 0; i < 8; i++) await claimOne(env, instanceArn);
@@ -211,11 +212,21 @@ describe('Pool: top-up', () => {
     const first = await manageNodePool(env.deps(), instanceArn);
 
     expect(first.leased).toEqual([]);
-    expect((await env.store.getNode(instanceArn))!.enis.map((e) => e.step)).toEqual(['LEASED']);
+    const refused = (await env.store.getNode(instanceArn))!;
+    expect(refused.enis.map((e) => e.step)).toEqual(['LEASED']);
+    // The pool's ENI writer keeps the refusal the create step noted, as the launch's does.
+    expect(refused.subnetRefusals?.map((r) => [r.subnetId, r.code])).toEqual([
+      [env.subnetId, 'InsufficientFreeAddressesInSubnet'],
+    ]);
     expect(env.logs.some((l) => l.includes('EC2 refused a new pod ENI'))).toBe(true);
     expect(await invariantViolations(env)).toBe('');
 
     env.sim.admin.clearFaults();
+    env.sim.admin.resetCounts();
+    // The node's only subnet refused it: the passes within the hold leave EC2 alone.
+    expect(await manageNodePool(env.deps(), instanceArn)).toMatchObject({ leased: [], subnetsOnHold: [env.subnetId] });
+    expect(env.sim.admin.counts()).toEqual({});
+    env.clock.advance(DEFAULT_SUBNET_REFUSAL_HOLD_MS);
     const second = await manageNodePool(env.deps(), instanceArn);
     expect(second.leased.length).toBeGreaterThan(0);
     expect((await env.store.getNode(instanceArn))!.enis.map((e) => e.step)).toEqual(['LEASED', 'LEASED']);
@@ -236,6 +247,10 @@ describe('Pool: top-up', () => {
     const added = (await env.store.getNode(instanceArn))!.enis[1]!;
     expect(added.step).toBe('LEASED');
     expect(env.logs.some((l) => l.includes('subnet out of addresses; ENI moved'))).toBe(true);
+    // The refused subnet, recorded: the one the ENI moved away from.
+    const { subnetRefusals } = (await env.store.getNode(instanceArn))!;
+    const from = [env.subnetId, other].find((id) => id !== added.subnetId);
+    expect(subnetRefusals?.map((r) => [r.subnetId, r.code])).toEqual([[from, 'InsufficientFreeAddressesInSubnet']]);
     // The replanned create got a new token, still salted with the planning time (a pool ENI's token).
     expect(added.clientToken).toMatch(/^vlp-/);
     const [eni] = await env.ec2.describeNetworkInterfaces({ eniIds: [added.eniId!] });
