@@ -15,6 +15,20 @@ import type { BucketRate, RateBudget } from './rate-budget.js';
 /** EC2's key for DescribeNetworkInterfaces without filters or without pagination (its own smaller bucket). */
 export const DESCRIBE_ENIS_UNPAGINATED = 'DescribeNetworkInterfaces (unfiltered or unpaginated)';
 
+/**
+ * The bucket a DescribeNetworkInterfaces call of the SDK adapter draws on, as EC2 keys it: an id list is never
+ * paginated (EC2 refuses MaxResults beside it) and a call without any filter is unfiltered, so both take the
+ * smaller bucket; a filtered call is paginated by the adapter and takes the standard one.
+ */
+export function describeEnisBucketKey(query: EniQuery): string {
+  const filtered =
+    query.filterEniIds !== undefined ||
+    query.attachedTo !== undefined ||
+    (query.subnetIds?.length ?? 0) > 0 ||
+    Object.keys(query.tags ?? {}).length > 0;
+  return query.eniIds?.length || !filtered ? DESCRIBE_ENIS_UNPAGINATED : 'DescribeNetworkInterfaces';
+}
+
 export interface BudgetShare {
   /**
    * Part of each bucket's burst the budget hands out (default 0.8): the rest absorbs the jitter between a
@@ -78,9 +92,12 @@ export class BudgetedEc2 implements Ec2Port {
     return this.take('DescribeSubnets', () => this.inner.describeSubnets(query));
   }
   describeNetworkInterfaces(query: EniQuery): Promise<Ec2Eni[]> {
-    // The SDK adapter paginates filtered queries and sends id lists unpaginated, as EC2 buckets them.
-    const key = query.eniIds?.length ? DESCRIBE_ENIS_UNPAGINATED : 'DescribeNetworkInterfaces';
-    return this.take(key, () => this.inner.describeNetworkInterfaces(query), 'DescribeNetworkInterfaces');
+    if (query.filterEniIds?.length === 0) return this.inner.describeNetworkInterfaces(query);
+    return this.take(
+      describeEnisBucketKey(query),
+      () => this.inner.describeNetworkInterfaces(query),
+      'DescribeNetworkInterfaces',
+    );
   }
   createNetworkInterface(request: CreateEniRequest): Promise<Ec2Eni> {
     return this.take('CreateNetworkInterface', () => this.inner.createNetworkInterface(request));

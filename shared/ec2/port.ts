@@ -70,7 +70,17 @@ export interface SubnetQuery {
 }
 
 export interface EniQuery {
+  /**
+   * By id list: all or nothing (an id EC2 does not show yet fails the whole call with NotFound). EC2 refuses
+   * MaxResults beside ids, so such a call is always unpaginated and draws on the smaller bucket.
+   */
   readonly eniIds?: readonly string[];
+  /**
+   * The same ENIs through the `network-interface-id` filter, paginated: EC2's standard DescribeNetworkInterfaces
+   * bucket (100 tokens at 20/s, not 50 at 10/s), and an id EC2 does not show (yet) is simply absent. What a
+   * caller polling its own ENIs at scale wants; an empty list answers nothing without a call.
+   */
+  readonly filterEniIds?: readonly string[];
   /** ENIs attached to this instance. */
   readonly attachedTo?: string;
   /** ENIs in these subnets, whoever owns them (what fills a subnet: `vpc-lease subnets`). */

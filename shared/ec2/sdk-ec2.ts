@@ -51,8 +51,8 @@ export interface SdkEc2Options {
   readonly clusterName?: string;
 }
 
-/** DescribeInstances takes at most 200 values per filter. */
-const INSTANCE_FILTER_BATCH = 200;
+/** EC2's Describe calls take at most 200 values per filter. */
+const FILTER_VALUES_MAX = 200;
 
 /**
  * The SDK's adaptive mode adds a client-side token bucket that slows down after throttling answers, on top of
@@ -237,16 +237,29 @@ export class SdkEc2 implements Ec2Port {
     const filters: Filter[] = [...tagFilters(query.tags)];
     if (query.attachedTo) filters.push({ Name: 'attachment.instance-id', Values: [query.attachedTo] });
     if (query.subnetIds?.length) filters.push({ Name: 'subnet-id', Values: [...query.subnetIds] });
+    if (!query.filterEniIds) return this.eniPages(filters, query.eniIds);
+    // An empty id filter would describe every ENI of the account.
+    const ids = [...new Set(query.filterEniIds)];
+    const enis: Ec2Eni[] = [];
+    for (let i = 0; i < ids.length; i += FILTER_VALUES_MAX) {
+      const batch = ids.slice(i, i + FILTER_VALUES_MAX);
+      enis.push(...(await this.eniPages([...filters, { Name: 'network-interface-id', Values: batch }])));
+    }
+    return enis;
+  }
+
+  private async eniPages(filters: readonly Filter[], eniIds?: readonly string[]): Promise<Ec2Eni[]> {
     const enis: Ec2Eni[] = [];
     let nextToken: string | undefined;
     do {
       const out = await this.call('DescribeNetworkInterfaces', () =>
         this.client.send(
           new DescribeNetworkInterfacesCommand({
-            ...(query.eniIds?.length ? { NetworkInterfaceIds: [...query.eniIds] } : {}),
-            ...(filters.length ? { Filters: filters } : {}),
-            // Paginated calls have the larger token bucket (unpaginated ones are throttled harder).
-            ...(query.eniIds?.length ? {} : { MaxResults: 1000 }),
+            ...(eniIds?.length ? { NetworkInterfaceIds: [...eniIds] } : {}),
+            ...(filters.length ? { Filters: [...filters] } : {}),
+            // Paginated calls have the larger token bucket (unpaginated ones are throttled harder); EC2 refuses
+            // MaxResults beside an id list.
+            ...(eniIds?.length ? {} : { MaxResults: 1000 }),
             ...(nextToken ? { NextToken: nextToken } : {}),
           }),
         ),
@@ -377,9 +390,9 @@ export class SdkEc2 implements Ec2Port {
   /** Every instance among `instanceIds` EC2 knows, page by page, 200 ids per call. */
   private async eachInstancePage(instanceIds: readonly string[], visit: (instance: Instance) => void): Promise<void> {
     const unique = [...new Set(instanceIds)];
-    for (let i = 0; i < unique.length; i += INSTANCE_FILTER_BATCH) {
+    for (let i = 0; i < unique.length; i += FILTER_VALUES_MAX) {
       // A filter, not InstanceIds: one unknown id in InstanceIds fails the whole call with NotFound.
-      const ids = unique.slice(i, i + INSTANCE_FILTER_BATCH);
+      const ids = unique.slice(i, i + FILTER_VALUES_MAX);
       let nextToken: string | undefined;
       do {
         const out: DescribeInstancesCommandOutput = await this.call('DescribeInstances', () =>

@@ -318,7 +318,7 @@ export class DynamoLeaseStore implements LeaseStore {
     return guard(`read lease ${ip} of`, instanceArn, () => this.t.getLeaseItem(instanceArn, ip));
   }
 
-  async listLeases(instanceArn: string, filter: { state?: LeaseState } = {}): Promise<Lease[]> {
+  async listLeases(instanceArn: string, filter: { state?: LeaseState; eventual?: boolean } = {}): Promise<Lease[]> {
     checkArn(instanceArn);
     if (filter.state !== undefined && !LEASE_STATES.includes(filter.state)) {
       throw new ValidationError(`unknown lease state ${JSON.stringify(filter.state)}`);
@@ -331,7 +331,7 @@ export class DynamoLeaseStore implements LeaseStore {
           KeyConditionExpression: `${A.pk} = :pk AND begins_with(${A.sk}, :prefix)`,
           ...(filter.state ? { FilterExpression: `${A.state} = :state` } : {}),
           ExpressionAttributeValues: values,
-          ConsistentRead: true,
+          ConsistentRead: filter.eventual !== true,
         })
         .then((items) => decodeEach(items, decodeLease, this.onIllFormed)),
     );
@@ -365,8 +365,8 @@ export class DynamoLeaseStore implements LeaseStore {
     });
   }
 
-  getNode(instanceArn: string): Promise<NodeRecord | undefined> {
-    return this.nodes.getNode(instanceArn);
+  getNode(instanceArn: string, read: { eventual?: boolean } = {}): Promise<NodeRecord | undefined> {
+    return this.nodes.getNode(instanceArn, read);
   }
 
   createNode(node: NodeRecord): Promise<boolean> {

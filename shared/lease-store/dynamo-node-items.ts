@@ -14,10 +14,14 @@ export class DynamoNodeItems {
     private readonly table: string,
   ) {}
 
-  async getNode(instanceArn: string): Promise<NodeRecord | undefined> {
+  async getNode(instanceArn: string, read: { eventual?: boolean } = {}): Promise<NodeRecord | undefined> {
     checkArn(instanceArn);
     return guard('read the node item of', instanceArn, async () => {
-      const out = await this.api.getItem({ TableName: this.table, Key: nodeKey(instanceArn), ConsistentRead: true });
+      const out = await this.api.getItem({
+        TableName: this.table,
+        Key: nodeKey(instanceArn),
+        ConsistentRead: read.eventual !== true,
+      });
       return out.Item ? decodeNode(out.Item as Item) : undefined;
     });
   }

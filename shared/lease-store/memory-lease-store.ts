@@ -205,7 +205,8 @@ export class MemoryLeaseStore implements LeaseStore {
     return this.leases.get(instanceArn)?.get(ip);
   }
 
-  async listLeases(instanceArn: string, filter: { state?: LeaseState } = {}): Promise<Lease[]> {
+  /** Always current: memory has no replicas, so an eventual read is a consistent one. */
+  async listLeases(instanceArn: string, filter: { state?: LeaseState; eventual?: boolean } = {}): Promise<Lease[]> {
     checkArn(instanceArn);
     if (filter.state !== undefined && !LEASE_STATES.includes(filter.state)) {
       throw new ValidationError(`unknown lease state ${JSON.stringify(filter.state)}`);

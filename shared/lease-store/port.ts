@@ -74,13 +74,17 @@ export interface LeaseStore {
 
   getLease(instanceArn: string, ip: string): Promise<Lease | undefined>;
 
-  /** All leases of a node (paginated internally), optionally only those in one state. Consistent read. */
-  listLeases(instanceArn: string, filter?: { state?: LeaseState }): Promise<Lease[]>;
+  /**
+   * All leases of a node (paginated internally), optionally only those in one state. Consistent read unless
+   * `eventual`: half the read units, and a write of the last second or so may not show (a first look only).
+   */
+  listLeases(instanceArn: string, filter?: { state?: LeaseState; eventual?: boolean }): Promise<Lease[]>;
 
   /** How many leases are claimable now, from the claimable index (eventually consistent, cheap). */
   countClaimable(instanceArn: string, nowMs: number): Promise<number>;
 
-  getNode(instanceArn: string): Promise<NodeRecord | undefined>;
+  /** Consistent read unless `eventual` (half the read units; a first look only, as for listLeases). */
+  getNode(instanceArn: string, read?: { eventual?: boolean }): Promise<NodeRecord | undefined>;
 
   /** Creates the node item with `node.version` as given; returns false when it already exists (duplicate launch event). */
   createNode(node: NodeRecord): Promise<boolean>;

@@ -355,11 +355,17 @@ class PodEniSteps {
       // A concurrent pass may have moved them on meanwhile (and an empty id list would describe every ENI).
       if (attaching.length === 0) return node;
       if (poll === 1 && this.options.sleepBeforeFirstLook) await (this.options.sleep ?? defaultSleep)(ATTACH_POLL_MS);
-      const seen = await this.deps.ec2.describeNetworkInterfaces({ eniIds: attaching.map((e) => e.eniId!) });
+      // By the id filter, not an id list: a list cannot be paginated, so at a scale-out's rate every look would
+      // draw on EC2's small unpaginated DescribeNetworkInterfaces bucket (50 tokens at 10/s) that no account
+      // raise of Attach touches.
+      const seen = await this.deps.ec2.describeNetworkInterfaces({ filterEniIds: attaching.map((e) => e.eniId!) });
       const byId = new Map(seen.map((s) => [s.eniId, s]));
       const updated = new Map<number, EniRecord>();
       for (const e of attaching) {
-        const att = byId.get(e.eniId!)?.attachment;
+        const eni = byId.get(e.eniId!);
+        // Not shown yet (eventual consistency): look again, as an id list's NotFound would have made us.
+        if (!eni) continue;
+        const att = eni.attachment;
         if (att?.instanceId === this.instanceId && att.status === 'attached')
           updated.set(e.deviceIndex, { ...e, step: 'ATTACHED' });
         else if (!att || att.status === 'detached' || att.status === 'detaching')

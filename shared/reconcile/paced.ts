@@ -21,6 +21,7 @@ import { type StraySearchReport, searchStrays } from './stray-search.js';
 
 /** The cursor's name in the schedules partition. */
 export const RECONCILE_CURSOR = 'reconcile';
+const EVENTUAL = { eventual: true } as const;
 /** A walk of every node at most every 15 minutes: gone nodes go within two cycles, drift shows within one. */
 export const DEFAULT_RECONCILE_CYCLE_MS = 900_000;
 /**
@@ -131,7 +132,9 @@ export async function reconcilePaced(deps: PacedReconcileDeps, deadlineMs: numbe
       const shard = Number(nodeIndexShard(arn).slice('nodes#'.length));
       let entry = shards.get(shard);
       if (!entry) {
-        const stored = await deps.cursor.load<SeenState>(seenStateName(shard));
+        // Saved a cycle (15 min) ago at the latest: an eventual read sees it, for half the units of the largest
+        // items the reconciler reads (~90 bytes a node); a stale one would only make the save below refuse.
+        const stored = await deps.cursor.load<SeenState>(seenStateName(shard), { eventual: true });
         const fresh = full && stored?.state.fullCycle !== cycle;
         entry = {
           state: fresh || !stored ? { fullCycle: full ? cycle : -1, entries: {} } : stored.state,
@@ -149,8 +152,15 @@ export async function reconcilePaced(deps: PacedReconcileDeps, deadlineMs: numbe
       const seen = await seenOf(ref.instanceArn);
       if (!full && seen.state.entries[ref.instanceArn] === nodeDigest(ref, attached)) continue;
       nodesChecked += 1;
-      const node = await store.getNode(ref.instanceArn);
-      const found = node ? await checkNode(node, attached, states) : undefined;
+      // A first look at half the read units; only a node it does not find clean is read again, consistently,
+      // before anything is reported or its digest dropped (what an eventual read can miss is a write of the
+      // last second, like the EC2 snapshot beside it).
+      let node = await store.getNode(ref.instanceArn, EVENTUAL);
+      let found = node ? await checkNode(node, attached, states, EVENTUAL) : undefined;
+      if (!found?.clean) {
+        node = await store.getNode(ref.instanceArn);
+        found = node ? await checkNode(node, attached, states) : undefined;
+      }
       const entries = seen.state.entries;
       if (found?.clean && node) entries[ref.instanceArn] = nodeDigest(node, attached);
       else delete entries[ref.instanceArn];
@@ -221,8 +231,13 @@ export async function reconcilePaced(deps: PacedReconcileDeps, deadlineMs: numbe
   }
 
   /** Drift on one node; clean when nothing is found and no lease is too young to judge. */
-  async function checkNode(node: NodeRecord, attached: readonly Ec2Eni[], states: ReadonlyMap<string, string>) {
-    const leases = await store.listLeases(node.instanceArn);
+  async function checkNode(
+    node: NodeRecord,
+    attached: readonly Ec2Eni[],
+    states: ReadonlyMap<string, string>,
+    read: { eventual?: boolean } = {},
+  ) {
+    const leases = await store.listLeases(node.instanceArn, read);
     const graceMs = deps.driftGraceMs ?? DEFAULT_DRIFT_GRACE_MS;
     const recorded = new Set(node.enis.flatMap((e) => e.eniId ?? []));
     const items = detectDrift({

@@ -21,7 +21,11 @@ export interface StoredSweepState<S = SweepState> {
 
 /** A versioned JSON state per schedule name; `S` is the walk's state (SweepState) unless a schedule keeps its own. */
 export interface SweepCursorStore {
-  load<S = SweepState>(name: string): Promise<StoredSweepState<S> | undefined>;
+  /**
+   * Consistent unless `eventual`: half the read units, for states read long after their last save (a stale
+   * read only makes the conditional save refuse).
+   */
+  load<S = SweepState>(name: string, read?: { eventual?: boolean }): Promise<StoredSweepState<S> | undefined>;
   /** Writes if the stored version is still `expectedVersion` (0: none yet); false when another run moved it. */
   save<S = SweepState>(name: string, state: S, expectedVersion: number): Promise<boolean>;
 }
@@ -39,8 +43,15 @@ export class DynamoSweepCursorStore implements SweepCursorStore {
     return { [TABLE_KEYS.partitionKey]: { S: SCHEDULES_PARTITION }, [TABLE_KEYS.sortKey]: { S: name } };
   }
 
-  async load<S = SweepState>(name: string): Promise<StoredSweepState<S> | undefined> {
-    const out = await this.api.getItem({ TableName: this.tableName, Key: this.key(name), ConsistentRead: true });
+  async load<S = SweepState>(
+    name: string,
+    read: { eventual?: boolean } = {},
+  ): Promise<StoredSweepState<S> | undefined> {
+    const out = await this.api.getItem({
+      TableName: this.tableName,
+      Key: this.key(name),
+      ConsistentRead: read.eventual !== true,
+    });
     const json = out.Item?.['state']?.S;
     const version = Number(out.Item?.['v']?.N);
     if (json === undefined || !Number.isSafeInteger(version)) return undefined;

@@ -4,7 +4,6 @@ import { ManualClock } from '../../shared/clock.js';
 import { parseControlPlaneConfig } from '../../shared/config/control-plane.js';
 import { instanceArn } from '../../shared/domain/arn.js';
 import type { EniRecord, NodeRecord } from '../../shared/domain/node.js';
-import type { DynamoApi } from '../../shared/dynamo/api.js';
 import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import type { Ec2Eni, Ec2Port } from '../../shared/ec2/port.js';
 import { ENI_TAGS } from '../../shared/ec2/tags.js';
@@ -19,6 +18,16 @@ import { reconcile } from '../../shared/reconcile/reconciler.js';
 import { DynamoSweepCursorStore } from '../../shared/schedule/cursor.js';
 import { startDynalite } from '../support/dynalite.js';
 import { round } from './stats.js';
+import {
+  dayMean,
+  dollarsPer1000NodeMonths,
+  meteredApi,
+  type Parts,
+  perNodeHourTable,
+  scaleTally,
+  type Tally,
+  zero,
+} from './steady-state-cost.js';
 
 /**
  * Steady-state cost of the schedules and the stream at a cluster's scale: what DynamoDB bills per node-hour
@@ -57,60 +66,6 @@ export interface SteadyStateOptions {
 const POOL_INTERVAL_MS = 60_000; // infra/construct/props.ts poolInterval default
 const RECONCILE_INTERVAL_MS = 300_000; // reconcileInterval default
 const HOUR_MS = 3_600_000;
-const FUNCTION_MEMORY_GB = 0.5; // allocator.ts memorySizeMb for every control-plane function
-const HOURS_PER_MONTH = 730;
-
-/**
- * On-demand prices, us-east-1, as published on https://aws.amazon.com/dynamodb/pricing/on-demand/ (since the
- * 2024-11-01 reduction) and https://aws.amazon.com/lambda/pricing/ (x86), read 2026-12-02 from the figures
- * these pages state; this machine has no network, so they were not re-fetched.
- */
-export const PRICES = {
-  source: ['https://aws.amazon.com/dynamodb/pricing/on-demand/', 'https://aws.amazon.com/lambda/pricing/'],
-  region: 'us-east-1',
-  asOf: '2026-12-02',
-  dynamoPerMillionReadUnits: 0.125,
-  dynamoPerMillionWriteUnits: 0.625,
-  lambdaPerMillionRequests: 0.2,
-  lambdaPerGbSecond: 0.0000166667,
-} as const;
-
-const READS = new Set(['getItem', 'query', 'scan', 'batchGetItem']);
-
-interface Tally {
-  readUnits: number;
-  writeUnits: number;
-  requests: number;
-  invocations: number;
-  handlerMs: number;
-}
-
-const zero = (): Tally => ({ readUnits: 0, writeUnits: 0, requests: 0, invocations: 0, handlerMs: 0 });
-
-/** A DynamoApi that asks for ConsumedCapacity on every call and adds it to `into.current`. */
-function meteredApi(api: DynamoApi, into: { current: Tally | undefined }): DynamoApi {
-  return new Proxy(api, {
-    get(target, prop, receiver) {
-      const fn = Reflect.get(target, prop, receiver) as unknown;
-      if (typeof fn !== 'function') return fn;
-      return async (input: Record<string, unknown>) => {
-        const out = (await (fn as (i: unknown) => Promise<Record<string, unknown>>).call(target, {
-          ...input,
-          ReturnConsumedCapacity: 'TOTAL',
-        })) as { ConsumedCapacity?: { CapacityUnits?: number } | { CapacityUnits?: number }[] };
-        const tally = into.current;
-        if (tally) {
-          const list = Array.isArray(out.ConsumedCapacity) ? out.ConsumedCapacity : [out.ConsumedCapacity ?? {}];
-          const units = list.reduce((s, c) => s + (c.CapacityUnits ?? 0), 0);
-          tally.requests += 1;
-          if (READS.has(String(prop))) tally.readUnits += units;
-          else tally.writeUnits += units;
-        }
-        return out;
-      };
-    },
-  });
-}
 
 /**
  * EC2 as the steady state sees it: every instance running and every seeded pod ENI attached with the
@@ -383,75 +338,20 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
     const runS = round((Date.now() - runStarted) / 1000, 1);
 
     // Extrapolate the schedules' unexecuted runs from the executed ones' mean (identical idle runs).
-    const scaled = (t: Tally, executed: number, total: number): Tally => {
-      const f = executed > 0 ? total / executed : 0;
-      return {
-        readUnits: t.readUnits * f,
-        writeUnits: t.writeUnits * f,
-        requests: t.requests * f,
-        invocations: total,
-        handlerMs: t.handlerMs * f,
-      };
-    };
+    const scaled = (t: Tally, executed: number, total: number): Tally =>
+      scaleTally(t, executed > 0 ? total / executed : 0, total);
     const poolRuns = HOUR_MS / POOL_INTERVAL_MS;
     const reconcileRuns = HOUR_MS / RECONCILE_INTERVAL_MS;
     if (hours > 1 && limit !== Number.POSITIVE_INFINITY) throw new Error('extrapolated runs need hours: 1');
-    type Parts = Record<'poolSchedule' | 'reconciler' | 'stream' | 'pods', Tally>;
     const partsOf = (t: ReturnType<typeof hourTallies>): Parts => ({
       poolSchedule: scaled(t.poolSchedule, Math.min(limit, poolRuns), poolRuns),
       reconciler: scaled(t.reconciler, Math.min(limit, reconcileRuns), reconcileRuns),
       stream: t.stream,
       pods: t.pods,
     });
-    const perNodeHour = (t: Tally) => ({
-      dynamoReadUnits: round(t.readUnits / options.nodes, 3),
-      dynamoWriteUnits: round(t.writeUnits / options.nodes, 3),
-      dynamoRequests: round(t.requests / options.nodes, 3),
-      lambdaInvocations: round(t.invocations / options.nodes, 4),
-      lambdaGbSeconds: round(((t.handlerMs / 1000) * FUNCTION_MEMORY_GB) / options.nodes, 4),
-    });
-    const sum = (ts: Tally[]): Tally =>
-      ts.reduce(
-        (s, t) => ({
-          readUnits: s.readUnits + t.readUnits,
-          writeUnits: s.writeUnits + t.writeUnits,
-          requests: s.requests + t.requests,
-          invocations: s.invocations + t.invocations,
-          handlerMs: s.handlerMs + t.handlerMs,
-        }),
-        zero(),
-      );
-    const table = (parts: Parts) => ({
-      total: perNodeHour(sum(Object.values(parts))),
-      ...Object.fromEntries(Object.entries(parts).map(([k, t]) => [k, perNodeHour(t)])),
-    });
     const steady = partsOf(byHour[hours - 1]!);
     const first = partsOf(byHour[0]!);
-    // A day holds one hour like the first (the daily full cycles and stray Scan) and 23 like the steady one.
-    const dayMix = (a: Tally, b: Tally): Tally => ({
-      readUnits: a.readUnits + (b.readUnits - a.readUnits) / 24,
-      writeUnits: a.writeUnits + (b.writeUnits - a.writeUnits) / 24,
-      requests: a.requests + (b.requests - a.requests) / 24,
-      invocations: a.invocations + (b.invocations - a.invocations) / 24,
-      handlerMs: a.handlerMs + (b.handlerMs - a.handlerMs) / 24,
-    });
-    const day: Parts =
-      hours > 1
-        ? {
-            poolSchedule: dayMix(steady.poolSchedule, first.poolSchedule),
-            reconciler: dayMix(steady.reconciler, first.reconciler),
-            stream: dayMix(steady.stream, first.stream),
-            pods: dayMix(steady.pods, first.pods),
-          }
-        : steady;
-    const total = sum(Object.values(day));
-    const nodeMonths = (x: number): number => (x / options.nodes) * HOURS_PER_MONTH * 1000;
-    const dollars = {
-      dynamoReads: round((nodeMonths(total.readUnits) / 1e6) * PRICES.dynamoPerMillionReadUnits, 2),
-      dynamoWrites: round((nodeMonths(total.writeUnits) / 1e6) * PRICES.dynamoPerMillionWriteUnits, 2),
-      lambdaRequests: round((nodeMonths(total.invocations) / 1e6) * PRICES.lambdaPerMillionRequests, 2),
-      lambdaCompute: round(nodeMonths((total.handlerMs / 1000) * FUNCTION_MEMORY_GB) * PRICES.lambdaPerGbSecond, 2),
-    };
+    const day = hours > 1 ? dayMean(steady, first) : steady;
     return {
       nodes: options.nodes,
       leasesPerNode: options.leasesPerNode,
@@ -465,22 +365,16 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
         reconciler: Math.min(limit, reconcileRuns * hours),
       },
       /** The last simulated hour: what an ordinary hour of the day costs. */
-      perNodeHour: table(steady),
+      perNodeHour: perNodeHourTable(steady, options.nodes),
       ...(hours > 1
         ? {
             /** The first hour: cycle 0 of each walk (full) and the stray Scan, which recur once a day. */
-            firstHour: table(first),
+            firstHour: perNodeHourTable(first, options.nodes),
             /** The day's mean: (first + 23 × steady) / 24; the dollars below are from it. */
-            perNodeHourDayMean: table(day),
+            perNodeHourDayMean: perNodeHourTable(day, options.nodes),
           }
         : {}),
-      dollarsPer1000NodeMonths: {
-        ...dollars,
-        total: round(
-          Object.values(dollars).reduce((s, x) => s + x, 0),
-          2,
-        ),
-      },
+      dollarsPer1000NodeMonths: dollarsPer1000NodeMonths(day, options.nodes),
       seedS,
       runS,
     };

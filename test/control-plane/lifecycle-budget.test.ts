@@ -146,7 +146,8 @@ describe('A launch with an inline attach wait (deps.attachWaitMs)', () => {
     const waiting = h.launchInstance('m5.large');
     const looks: Ec2Call[] = [];
     h.sim.api.onCall((call) => {
-      if (call.action === 'DescribeNetworkInterfaces' && JSON.stringify(call.input).includes('NetworkInterfaceId'))
+      // The look names its ENIs through the `network-interface-id` filter.
+      if (call.action === 'DescribeNetworkInterfaces' && JSON.stringify(call.input).includes('network-interface-id'))
         looks.push(call);
     });
     await createLifecycleRecordHandler(h.deps(undefined, { attachWaitMs: 600 }))(launchEventBody(waiting));

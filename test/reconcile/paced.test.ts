@@ -19,14 +19,18 @@ const NEVER = Number.POSITIVE_INFINITY;
 
 /** The store with its lease reads and index pages counted (what a schedule pays per node). */
 function counted(store: LeaseStore, onPage?: () => void) {
-  const counts = { listLeases: 0, getNode: 0, pages: 0 };
+  // `consistent…`: reads at full price (the rest asked for an eventually consistent first look).
+  const counts = { listLeases: 0, getNode: 0, pages: 0, consistentListLeases: 0, consistentGetNode: 0 };
   const wrapped = new Proxy(store, {
     get(target, prop, receiver) {
       const fn = Reflect.get(target, prop, receiver) as unknown;
       if (typeof fn !== 'function') return fn;
       return (...args: unknown[]) => {
+        const eventual = (args[1] as { eventual?: boolean } | undefined)?.eventual === true;
         if (prop === 'listLeases') counts.listLeases += 1;
         if (prop === 'getNode') counts.getNode += 1;
+        if (prop === 'listLeases' && !eventual) counts.consistentListLeases += 1;
+        if (prop === 'getNode' && !eventual) counts.consistentGetNode += 1;
         if (prop === 'listNodeRefs') {
           counts.pages += 1;
           onPage?.();
@@ -82,10 +86,34 @@ describe('Paced reconciler: reads follow change, not runs', () => {
     expect(changed.drift).toEqual([
       { kind: 'lease-without-address', instanceId: nodes[1]!.instanceId, eniId: eni.eniId, address: eni.addresses[0] },
     ]);
-    // A node with drift is not recorded clean: it is read (and reported) every cycle until it is fixed.
+    // A node with drift is not recorded clean: it is read (and reported) every cycle until it is fixed; each
+    // time a first look and a consistent one.
     env.clock.advance(CYCLE_MS);
     expect((await reconcilePaced(deps, NEVER)).drift).toHaveLength(1);
-    expect(counts.listLeases).toBe(5);
+    expect(counts.listLeases).toBe(7);
+  });
+
+  it('looks at a node eventually consistent first, and reads it consistently only where that look finds drift', async () => {
+    env = await startPoolEnv();
+    const nodes = [await readyNode(env), await readyNode(env), await readyNode(env)];
+    const { store, counts } = counted(env.store);
+    const deps = pacedDeps(env, store);
+    const readsOfNodes = () => ({ leases: counts.consistentListLeases, nodes: counts.consistentGetNode });
+
+    const first = await reconcilePaced(deps, NEVER);
+    expect(first.nodesChecked).toBe(3);
+    expect(first.drift).toEqual([]);
+    // Three clean nodes: three first looks, no read at full price.
+    expect(counts.listLeases).toBe(3);
+    expect(readsOfNodes()).toEqual({ leases: 0, nodes: 0 });
+
+    const eni = nodes[2]!.node.enis[0]!;
+    await env.ec2.unassignPrivateIpAddresses(eni.eniId!, { ips: [eni.addresses[0]!] });
+    env.clock.advance(CYCLE_MS);
+    const changed = await reconcilePaced(deps, NEVER);
+    // The drift is reported from the consistent read that confirmed it.
+    expect(changed.drift.map((d) => d.address)).toEqual([eni.addresses[0]]);
+    expect(readsOfNodes()).toEqual({ leases: 1, nodes: 1 });
   });
 
   it('control: with every cycle a full one (no digest), every cycle reads every node’s leases', async () => {
