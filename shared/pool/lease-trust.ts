@@ -1,8 +1,10 @@
 import { LEASE_STATES, type Lease } from '../domain/lease.js';
+import { addressInPrefix } from '../domain/lease-address.js';
 import type { EniRecord, NodeRecord } from '../domain/node.js';
 import type { Ec2Eni } from '../ec2/port.js';
 import { ENI_TAGS } from '../ec2/tags.js';
 import { cidrContains, isIpv4, parseCidr, parseIpv4 } from '../ipv4.js';
+import { canonicalIpv6, ipFamilyOf, isIpv6 } from '../ipv6.js';
 import type { Logger } from '../log.js';
 import { METRIC_DIMENSIONS, METRIC_NAMES, type Metrics } from '../metrics.js';
 import type { PoolDeps } from './deps.js';
@@ -45,7 +47,8 @@ export interface Rejection {
 /** Why a lease read from a node's partition is impossible on its own, or undefined when it is possible. */
 export function impossibility(lease: Lease, nowMs: number, reuseWaitMs: number): string | undefined {
   if (!LEASE_STATES.includes(lease.state)) return `unknown state ${lease.state}`;
-  if (!isIpv4(lease.ip)) return `bad address ${JSON.stringify(lease.ip)}`;
+  if (!isIpv4(lease.ip) && !(isIpv6(lease.ip) && canonicalIpv6(lease.ip) === lease.ip))
+    return `bad address ${JSON.stringify(lease.ip)}`;
   if (!Number.isSafeInteger(lease.version) || lease.version < 1) return `bad version ${lease.version}`;
   if ((lease.state === 'CLAIMED') !== (lease.holder !== undefined)) return `${lease.state} with holder mismatch`;
   const latest = nowMs + MAX_CLOCK_SKEW_MS;
@@ -75,6 +78,12 @@ export function recordFor(node: NodeRecord, lease: Lease): EniRecord | undefined
   if (!record || record.deviceIndex !== lease.deviceIndex) return undefined;
   if (record.mac !== undefined && record.mac !== lease.mac) return undefined;
   if (record.subnetId !== lease.subnetId) return undefined;
+  if (ipFamilyOf(lease.ip) === 'ipv6')
+    return lease.prefix !== undefined &&
+      (record.ipv6Prefixes ?? []).includes(lease.prefix) &&
+      addressInPrefix(lease.prefix, lease.ip)
+      ? record
+      : undefined;
   if (lease.prefix === undefined) return record.addresses.includes(lease.ip) ? record : undefined;
   if (!record.prefixes.includes(lease.prefix)) return undefined;
   try {
@@ -87,15 +96,18 @@ export function recordFor(node: NodeRecord, lease: Lease): EniRecord | undefined
 /**
  * Splits a node's leases into those the control plane may act on and the rejected ones: each must be possible
  * and must match an ENI record of the node item (RELEASING leases whose address a finished Unassign already
- * dropped from the record are `unrecorded`: only their lease may be deleted, nothing asked of EC2).
+ * dropped from the record are `unrecorded`: only their lease may be deleted, nothing asked of EC2). IPv6 leases
+ * inside a recorded /80 are `ipv6`: the launch wrote them all with the /80 and the pool neither counts nor
+ * releases them (its watermarks are about IPv4 addresses, which cost subnet room).
  */
 export function screenLeases(
   node: NodeRecord,
   leases: readonly Lease[],
   nowMs: number,
   reuseWaitMs: number,
-): { trusted: Lease[]; unrecorded: Lease[]; rejected: Rejection[] } {
+): { trusted: Lease[]; unrecorded: Lease[]; ipv6: Lease[]; rejected: Rejection[] } {
   const trusted: Lease[] = [];
+  const ipv6: Lease[] = [];
   const unrecorded: Lease[] = [];
   const rejected: Rejection[] = [];
   for (const lease of leases) {
@@ -104,7 +116,7 @@ export function screenLeases(
     if (why) {
       rejected.push({ ip: lease.ip, reason: 'impossible', detail: why });
     } else if (recordFor(node, lease)) {
-      trusted.push(lease);
+      (ipFamilyOf(lease.ip) === 'ipv6' ? ipv6 : trusted).push(lease);
     } else if (lease.state === 'RELEASING' && node.enis.some((e) => e.eniId === lease.eniId)) {
       unrecorded.push(lease);
     } else {
@@ -115,7 +127,7 @@ export function screenLeases(
       });
     }
   }
-  return { trusted, unrecorded, rejected };
+  return { trusted, unrecorded, ipv6, rejected };
 }
 
 /**

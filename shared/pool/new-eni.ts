@@ -19,7 +19,9 @@ export { eniLeases as leasesOf, POOL_OWNER };
  */
 export function poolEniClientToken(
   instanceId: string,
-  planned: Pick<PlannedEni, 'deviceIndex' | 'subnetId' | 'ipCount' | 'prefixCount'>,
+  planned: Pick<PlannedEni, 'deviceIndex' | 'subnetId' | 'ipCount' | 'prefixCount'> & {
+    readonly ipv6PrefixCount?: number;
+  },
   plannedAtMs: number,
 ): string {
   return eniClientToken(instanceId, planned.deviceIndex, planned, plannedAtMs);
@@ -42,16 +44,19 @@ export async function planNewEni(
   return editNodeEnis(deps.store, node.instanceArn, nowMs, (enis, current) => {
     if (current.phase !== 'READY') return undefined;
     if (enis.some((e) => IN_PROGRESS_STEPS.has(e.step) || e.deviceIndex === planned.deviceIndex)) return undefined;
+    // A dual node's pod ENIs all carry a /80, so every IPv4 lease on this one gets its IPv6 partner.
+    const ipv6PrefixCount = current.ipFamily === 'dual' || current.ipFamily === 'ipv6' ? 1 : 0;
     const record: EniRecord = {
       deviceIndex: planned.deviceIndex,
       networkCardIndex: planned.networkCardIndex,
       subnetId: planned.subnetId,
-      clientToken: poolEniClientToken(current.instanceId, planned, nowMs),
+      clientToken: poolEniClientToken(current.instanceId, { ...planned, ipv6PrefixCount }, nowMs),
       step: 'PLANNED',
       addresses: [],
       prefixes: [],
       plannedIpCount: planned.ipCount,
       plannedPrefixCount: planned.prefixCount,
+      ...(ipv6PrefixCount > 0 ? { plannedIpv6PrefixCount: ipv6PrefixCount } : {}),
       plannedAtMs: nowMs,
     };
     return [...enis, record];

@@ -95,6 +95,8 @@ export async function manageNodePool(deps: PoolDeps, instanceArn: string): Promi
   // Invariant 8: only leases that match the node item's records are acted on; the rest are reported once.
   const first = screenLeases(node, leases, clock.nowMs(), config.reuseWaitMs);
   reportRejected(deps, instanceArn, first.rejected);
+  // An IPv6-only node's /80 was leased to max-pods at launch: there is no IPv4 pool to keep.
+  if (node.ipFamily === 'ipv6') return { ...base, skipped: 'ipv6 node: its /80 holds every lease' };
   const resumed = await resumeReleasing(deps, node, [...first.trusted, ...first.unrecorded]);
   const adopted = await adoptRecorded(deps, node, leases);
   if (resumed.released.length + resumed.kept.length + adopted > 0) leases = await store.listLeases(instanceArn);

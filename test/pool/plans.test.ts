@@ -115,7 +115,7 @@ describe('planTopUp', () => {
     });
     expect(plan.assign).toEqual([{ eniId: 'eni-a', ipCount: 3, prefixCount: 0 }]);
     expect(plan.newEnis).toEqual([
-      { deviceIndex: 2, networkCardIndex: 0, subnetId: 'subnet-1', ipCount: 9, prefixCount: 0 },
+      { deviceIndex: 2, networkCardIndex: 0, subnetId: 'subnet-1', ipCount: 9, prefixCount: 0, ipv6PrefixCount: 0 },
     ]);
     expect(plan.plannedAddresses).toBe(12);
     expect(plan.shortfall).toBe(0);

@@ -1,13 +1,11 @@
-import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { AutoScalingPort, LifecycleResult } from '../../shared/autoscaling/port.js';
+import type { LifecycleResult } from '../../shared/autoscaling/port.js';
 import { instanceArn } from '../../shared/domain/arn.js';
 import { ENI_TAGS } from '../../shared/ec2/tags.js';
-import type { LifecycleDeps } from '../../shared/lifecycle/deps.js';
 import { LAUNCH_DETAIL_TYPE, TERMINATE_DETAIL_TYPE } from '../../shared/lifecycle/events.js';
-import { createLifecycleRecordHandler } from '../../shared/lifecycle/record-handler.js';
 import { manageNodePool } from '../../shared/pool/pool-manager.js';
 import { reconcile } from '../../shared/reconcile/reconciler.js';
+import { drive, lifecycleBody } from './lifecycle-drive.js';
 import { ACCOUNT, claimOne, invariantViolations, type PoolEnv, REGION, startPoolEnv } from './support.js';
 
 /**
@@ -21,57 +19,6 @@ afterEach(async () => {
   await env?.close();
   env = undefined;
 });
-
-function lifecycleBody(detailType: string, transition: string, instanceId: string): string {
-  return JSON.stringify({
-    version: '0',
-    id: randomUUID(),
-    'detail-type': detailType,
-    source: 'aws.autoscaling',
-    account: ACCOUNT,
-    time: new Date().toISOString(),
-    region: REGION,
-    resources: [`arn:aws:autoscaling:${REGION}:${ACCOUNT}:autoScalingGroup:${randomUUID()}:autoScalingGroupName/nodes`],
-    detail: {
-      LifecycleActionToken: randomUUID(),
-      AutoScalingGroupName: 'nodes',
-      LifecycleHookName: 'vpc-lease',
-      EC2InstanceId: instanceId,
-      LifecycleTransition: transition,
-      Origin: 'EC2',
-      Destination: 'AutoScalingGroup',
-    },
-  });
-}
-
-/** Runs one lifecycle event and everything it re-enqueues until it settles (SQS delays skipped). */
-async function drive(e: PoolEnv, body: string, results: LifecycleResult[]): Promise<void> {
-  const queued: string[] = [body];
-  const autoScaling: AutoScalingPort = {
-    completeLifecycleAction: async (_ref, result) => {
-      results.push(result);
-      return 'done';
-    },
-    recordLifecycleActionHeartbeat: async () => 'done',
-  };
-  const deps: LifecycleDeps = {
-    ec2: e.ec2,
-    store: e.store,
-    autoScaling,
-    requeue: { requeue: async (next) => void queued.push(next) },
-    config: e.config,
-    clock: e.clock,
-    logger: e.logger,
-    metrics: e.metrics,
-    random: () => 0.5,
-  };
-  const handle = createLifecycleRecordHandler(deps);
-  for (let i = 0; queued.length > 0; i++) {
-    if (i > 60) throw new Error('lifecycle event never settled');
-    await handle(queued.shift()!);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
 
 describe('Pool and reconciler on lifecycle-built nodes', () => {
   it('tops up, adds an ENI, releases excess, and leaves nothing after terminate and reconcile', async () => {
