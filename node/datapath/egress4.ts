@@ -145,24 +145,31 @@ export function removeEgressRules(ip: string): 'removed' | 'absent' {
   return 'removed';
 }
 
+/** The pod's side, first its address: a /32 on its veth end, the source of its routes to the host. */
+export async function addEgressAddress(pod: RtNetlinkSocket, podIndex: number, ip: string): Promise<void> {
+  const bytes = ipBytes(AF_INET, ip);
+  await rtnl(`add ${ip}/32 to the pod veth`, () =>
+    pod.newAddress({ family: AF_INET, prefixlen: 32, index: podIndex }, { local: bytes, address: bytes }, {
+      timeout: REQUEST_TIMEOUT_MS,
+      flags: CREATE_EXCL,
+    }),
+  );
+}
+
 /**
- * The pod's side: the address (a /32 on its veth end), the default route via the first host address (on-link
- * through the veth's /32 route to it, see host-veth.ts), and IMDS unreachable, as on the pod's own link.
+ * Then the default route via the first host address (on-link through the veth's /32 route to it, see
+ * host-veth.ts), and IMDS unreachable, as on the pod's own link.
  */
-export async function addPodEgress(
+export async function addEgressRoutes(
   pod: RtNetlinkSocket,
   spec: { readonly podIndex: number; readonly ip: string; readonly hostIp: string },
 ): Promise<void> {
   const opts = { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL };
-  const ip = ipBytes(AF_INET, spec.ip);
-  await rtnl(`add ${spec.ip}/32 to the pod veth`, () =>
-    pod.newAddress({ family: AF_INET, prefixlen: 32, index: spec.podIndex }, { local: ip, address: ip }, opts),
-  );
   const route = { family: AF_INET, table: RT_TABLE_MAIN, protocol: 'BOOT', scope: 'UNIVERSE' } as const;
   await rtnl(`add the pod's IPv4 default route via ${spec.hostIp}`, () =>
     pod.newRoute(
       { ...route, dstLen: 0, type: 'UNICAST' },
-      { gateway: ipBytes(AF_INET, spec.hostIp), oif: spec.podIndex, prefsrc: ip },
+      { gateway: ipBytes(AF_INET, spec.hostIp), oif: spec.podIndex, prefsrc: ipBytes(AF_INET, spec.ip) },
       opts,
     ),
   );

@@ -19,7 +19,8 @@ import {
   removePodReturnRule6,
 } from './connmark6.js';
 import {
-  addPodEgress,
+  addEgressAddress,
+  addEgressRoutes,
   claimEgressAddress,
   egressRulesOf,
   findEgressAddress,
@@ -203,6 +204,7 @@ export async function setupPodRouting(
     const ip = claimEgressAddress(egressDir, spec.hostVeth.containerId, spec.ifName);
     egress = ip;
     undo.push('claim-egress', () => releaseEgressAddress(egressDir, ip));
+    await addEgressAddress(s.pod, pair.podIndex, ip);
     fault('claim-egress');
   }
   const src4 = v4 ?? egress;
@@ -253,7 +255,7 @@ export async function setupPodRouting(
     undo.push('add-egress', () => {
       removeEgressRules(ip);
     });
-    await addPodEgress(s.pod, { podIndex: pair.podIndex, ip, hostIp: firstHostIp });
+    await addEgressRoutes(s.pod, { podIndex: pair.podIndex, ip, hostIp: firstHostIp });
     installEgressRules(hostName, ip);
     fault('add-egress');
   }
