@@ -149,10 +149,14 @@ export function removeEgressRules(ip: string): 'removed' | 'absent' {
 export async function addEgressAddress(pod: RtNetlinkSocket, podIndex: number, ip: string): Promise<void> {
   const bytes = ipBytes(AF_INET, ip);
   await rtnl(`add ${ip}/32 to the pod veth`, () =>
-    pod.newAddress({ family: AF_INET, prefixlen: 32, index: podIndex }, { local: bytes, address: bytes }, {
-      timeout: REQUEST_TIMEOUT_MS,
-      flags: CREATE_EXCL,
-    }),
+    pod.newAddress(
+      { family: AF_INET, prefixlen: 32, index: podIndex },
+      { local: bytes, address: bytes },
+      {
+        timeout: REQUEST_TIMEOUT_MS,
+        flags: CREATE_EXCL,
+      },
+    ),
   );
 }
 
