@@ -1,4 +1,6 @@
 import type { NewLease } from '../../../shared/domain/lease.js';
+import { LightDynamoClient } from '../../../shared/dynamo/light-client.js';
+import { encodeNewLease } from '../../../shared/lease-store/item-codec.js';
 import {
   assert,
   ENI_MAC,
@@ -68,7 +70,16 @@ async function startIpv6(n: GuestNode): Promise<void> {
     gateway: V6_GATEWAY,
     prefix: V6_PREFIX,
   }));
-  await n.store.putLeases(leases, Date.now() - 1000);
+  // One conditional put per lease, as the control plane writes them (the store's putLeases is IPv4's bulk path).
+  const api = new LightDynamoClient({
+    endpoint: n.dynalite.endpoint,
+    region: 'us-east-1',
+    credentials: async () => ({ accessKeyId: 'test', secretAccessKey: 'test' }),
+    timeoutMs: 30_000,
+  });
+  for (const lease of leases)
+    await api.putItem({ TableName: n.tableName, Item: encodeNewLease(lease, Date.now() - 1000) });
+  await api.close();
   const batch = leases.map((l) => `neigh replace ${l.ip} lladdr ${ENI_MAC} dev gw0 nud permanent`).join('\n');
   sh('sh', '-c', `ip -n vpc -batch - <<'EOF'\n${batch}\nEOF`);
 }
