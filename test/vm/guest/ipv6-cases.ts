@@ -117,9 +117,12 @@ function snapshot6(n: GuestNode, pods: readonly string[]): Record<string, string
   };
 }
 
-/** Lines that appeared or vanished; the node-wide NodePort rules of either family may stay. */
+/**
+ * Lines that appeared or vanished. May stay: the node-wide NodePort rules of either family, and the pod ENI's own
+ * link-local route (the first ADD brings the ENI up, and nothing takes it down again: eni-link.ts).
+ */
 function leftovers(before: Record<string, string[]>, after: Record<string, string[]>): string[] {
-  const nodeWide = /^1024:\s+from all fwmark 0x80\/0x80 lookup main/;
+  const nodeWide = /^1024:\s+from all fwmark 0x80\/0x80 lookup main|^fe80::\/64 dev eni1 /;
   const out: string[] = [];
   for (const key of Object.keys(after)) {
     const was = new Set(before[key] ?? []);
