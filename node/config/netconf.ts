@@ -2,6 +2,7 @@ import { controlPlaneSchema } from '../../shared/config/control-plane.js';
 import { type ConfigOf, validate } from '../../shared/config/schema.js';
 import { errorMessage, ValidationError } from '../../shared/errors.js';
 import { parseCidr } from '../../shared/ipv4.js';
+import { formatIpv6Cidr, parseIpv6Cidr } from '../../shared/ipv6.js';
 import { CniCode, CniError } from '../cni/errors.js';
 import { storeEndpointProblem } from './overrides.js';
 
@@ -30,9 +31,9 @@ export const netconfSchema = {
   serviceCidrs: {
     kind: 'stringList',
     default: [],
-    itemPattern: /^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/,
-    itemHint: 'an IPv4 CIDR',
-    doc: 'Routed from the pod through the host veth (the cluster’s service ranges).',
+    itemPattern: /^(\d{1,3}(\.\d{1,3}){3}\/\d{1,2}|[0-9a-f:]*:[0-9a-f:]*\/\d{1,3})$/,
+    itemHint: 'an IPv4 or IPv6 CIDR',
+    doc: 'Routed from the pod through the host veth (the cluster’s service ranges), each to the pods of its family.',
   },
   routeTableBase: {
     kind: 'int',
@@ -170,32 +171,19 @@ function serviceCidrProblems(cidrs: unknown, hostVeth: unknown): string[] {
   if (!Array.isArray(cidrs)) return [];
   const problems: string[] = [];
   for (const cidr of cidrs) {
-    if (typeof cidr !== 'string' || !/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/.test(cidr)) continue; // reported above
+    if (typeof cidr !== 'string') continue; // reported above
     try {
-      parseCidr(cidr);
+      if (/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/.test(cidr)) parseCidr(cidr);
+      else if (cidr.includes(':')) {
+        // The kernel prints routes in RFC 5952 form, which CHECK compares against: another spelling never matches.
+        const canonical = formatIpv6Cidr(parseIpv6Cidr(cidr));
+        if (canonical !== cidr) problems.push(`serviceCidrs: write ${cidr} as ${canonical}`);
+      }
     } catch (err) {
       problems.push(`serviceCidrs: ${errorMessage(err)}`);
     }
   }
   if (cidrs.length > 0 && hostVeth === false) problems.push('serviceCidrs: need hostVeth (they are routed through it)');
-  return problems;
-}
-
-/**
- * What IPv6 pods do not have yet, refused rather than half built: the per-ENI tables and rules of L3/L3S carry
- * IPv4 only, and the host veth routes IPv4 (a dual pod uses it for its IPv4 address; an IPv6-only pod has none).
- */
-function ipFamilyProblems(netconf: Readonly<Record<string, unknown>>): string[] {
-  const family = netconf['ipFamily'];
-  if (family !== 'ipv6' && family !== 'dual') return [];
-  const problems: string[] = [];
-  const mode = netconf['mode'] ?? 'l2';
-  if (mode !== 'l2')
-    problems.push(`ipFamily: ${family} needs mode l2 (IPv6 tables and rules for ${mode} are not built yet)`);
-  if (family === 'ipv6' && netconf['hostVeth'] !== false)
-    problems.push(
-      'ipFamily: ipv6 needs hostVeth false (the host veth routes IPv4 only, and an ipv6 pod has no IPv4 address)',
-    );
   return problems;
 }
 
@@ -226,7 +214,6 @@ export function parseNetconf(netconf: Readonly<Record<string, unknown>>): Plugin
   const mtu = netconf['mtu'];
   if (typeof mtu === 'number' && mtu > 0 && mtu < 68) problems.push(`mtu: must be 0 or at least 68, got ${mtu}`);
   problems.push(...serviceCidrProblems(netconf['serviceCidrs'], netconf['hostVeth']));
-  problems.push(...ipFamilyProblems(netconf));
   const dynamoEndpoint = netconf['dynamoEndpoint'];
   const endpointProblem = typeof dynamoEndpoint === 'string' ? storeEndpointProblem(dynamoEndpoint) : undefined;
   if (endpointProblem) problems.push(`dynamoEndpoint: ${endpointProblem}`);

@@ -64,8 +64,12 @@ export function useIptables(commands: IptablesCommands | undefined): void {
   chosen = commands;
 }
 
-function iptablesCommand(name: 'iptables' | 'iptables-restore'): readonly string[] {
-  if (chosen) return name === 'iptables' ? chosen.iptables : chosen.restore;
+/** The four tools: IPv6 (connmark6.ts, egress4.ts) takes the same binary, or the agent's multi binary, as IPv4. */
+export type XtablesTool = 'iptables' | 'iptables-restore' | 'ip6tables' | 'ip6tables-restore';
+
+export function iptablesCommand(name: XtablesTool): readonly string[] {
+  if (chosen?.iptables.length === 2 && name.startsWith('ip6')) return [chosen.iptables[0]!, name];
+  if (chosen) return name.endsWith('restore') ? chosen.restore : chosen.iptables;
   for (const dir of ['/usr/sbin', '/sbin', '/usr/bin', '/bin']) {
     const path = `${dir}/${name}`;
     if (existsSync(path)) return [path];
@@ -73,7 +77,11 @@ function iptablesCommand(name: 'iptables' | 'iptables-restore'): readonly string
   throw new IptablesError(`${name} is not installed (needed for the NodePort connmark rules)`);
 }
 
-function run(command: readonly string[], args: readonly string[], input?: string): { status: number; stderr: string } {
+export function run(
+  command: readonly string[],
+  args: readonly string[],
+  input?: string,
+): { status: number; stderr: string } {
   const [file, ...first] = command as [string, ...string[]];
   const out = spawnSync(file, [...first, ...args], {
     input,
@@ -86,7 +94,7 @@ function run(command: readonly string[], args: readonly string[], input?: string
   return { status: out.status ?? 1, stderr: out.stderr ?? '' };
 }
 
-function podRules(podVeth: string): string[] {
+export function podRules(podVeth: string): string[] {
   assertIfName(podVeth);
   const mark = `0x${CONNMARK.toString(16)}/0x${CONNMARK.toString(16)}`;
   return [
@@ -250,11 +258,27 @@ export async function ensureHostConnmark(
   // Masqueraded service replies come back on the host's own interfaces (the boot ENI) addressed to a pod whose
   // `from` rule points elsewhere: those interfaces need loose reverse-path filtering (rp-filter.ts).
   for (const name of await interfacesWith(host, hostIps)) loosenRpFilter(name);
-  const hex = `0x${CONNMARK.toString(16)}`;
-  const mark = `${hex}/${hex}`;
   const has = (table: string, chain: string, target: string): boolean =>
     run(iptablesCommand('iptables'), ['-w', '5', '-t', table, '-C', chain, '-j', target]).status === 0;
-  const input = [
+  const res = run(iptablesCommand('iptables-restore'), ['-w', '5', '--noflush'], hostChainsInput(has));
+  if (res.status !== 0) throw new IptablesError(`failed to install the host connmark rules: ${res.stderr.trim()}`);
+  try {
+    await host.newRule(
+      { family: AF_INET, table: RT_TABLE_MAIN, action: 1 },
+      { fwmark: CONNMARK, fwmask: CONNMARK, table: RT_TABLE_MAIN, priority: HOST_FWMARK_RULE_PRIORITY },
+      { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL },
+    );
+  } catch (err) {
+    if (errnoOf(err) !== EEXIST) await rtnl('add the host fwmark rule', () => Promise.reject(err));
+  }
+  return 'installed';
+}
+
+/** The node-wide chains as iptables-restore input, the same for both families; `has` says a jump is there. */
+export function hostChainsInput(has: (table: string, chain: string, target: string) => boolean): string {
+  const hex = `0x${CONNMARK.toString(16)}`;
+  const mark = `${hex}/${hex}`;
+  return [
     '*mangle',
     // Declaring a user chain in a --noflush restore creates it or empties it: rerunning never appends twice.
     `:${HOST_CHAIN} - [0:0]`,
@@ -276,16 +300,4 @@ export async function ensureHostConnmark(
     'COMMIT',
     '',
   ].join('\n');
-  const res = run(iptablesCommand('iptables-restore'), ['-w', '5', '--noflush'], input);
-  if (res.status !== 0) throw new IptablesError(`failed to install the host connmark rules: ${res.stderr.trim()}`);
-  try {
-    await host.newRule(
-      { family: AF_INET, table: RT_TABLE_MAIN, action: 1 },
-      { fwmark: CONNMARK, fwmask: CONNMARK, table: RT_TABLE_MAIN, priority: HOST_FWMARK_RULE_PRIORITY },
-      { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL },
-    );
-  } catch (err) {
-    if (errnoOf(err) !== EEXIST) await rtnl('add the host fwmark rule', () => Promise.reject(err));
-  }
-  return 'installed';
 }

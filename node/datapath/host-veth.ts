@@ -1,8 +1,11 @@
 import { createHash } from 'node:crypto';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import { parseCidr } from '../../shared/ipv4.js';
+import { parseIpv6Cidr } from '../../shared/ipv6.js';
 import {
+  type AddressFamily,
   AF_INET,
+  AF_INET6,
   attr,
   CREATE_EXCL,
   CREATE_REPLACE,
@@ -62,15 +65,18 @@ function vethLinkInfo(peerName: string, podNsFd: number, mtu: number): Buffer {
   return Buffer.concat([attr(IFLA_INFO_KIND, cString('veth')), attr(IFLA_INFO_DATA, attr(VETH_INFO_PEER, peer))]);
 }
 
-/** The host's global IPv4 addresses, in ifindex order (the first is the pod's gateway to the service CIDRs). */
-export async function hostAddresses(host: RtNetlinkSocket): Promise<string[]> {
+/**
+ * The host's global addresses of a family (IPv4 by default), in ifindex order (the first IPv4 one is the pod's
+ * gateway to the service CIDRs).
+ */
+export async function hostAddresses(host: RtNetlinkSocket, family: AddressFamily = AF_INET): Promise<string[]> {
   const addresses = await rtnl('list host addresses', () =>
-    host.getAddresses({ family: AF_INET }, undefined, { timeout: REQUEST_TIMEOUT_MS }),
+    host.getAddresses({ family }, undefined, { timeout: REQUEST_TIMEOUT_MS }),
   );
   return addresses
-    .filter((a) => a.data.family === AF_INET && (a.data.scope ?? 0) === 0)
+    .filter((a) => a.data.family === family && (a.data.scope ?? 0) === 0)
     .sort((a, b) => (a.data.index ?? 0) - (b.data.index ?? 0))
-    .map((a) => ipOf(AF_INET, a.attrs.local ?? a.attrs.address))
+    .map((a) => ipOf(family, a.attrs.local ?? a.attrs.address))
     .filter((ip): ip is string => ip !== undefined)
     .filter((ip, i, all) => all.indexOf(ip) === i)
     .slice(0, MAX_HOST_ADDRESSES);
@@ -204,21 +210,108 @@ export interface MainRoute {
   readonly gateway?: string;
 }
 
-/** The main table's IPv4 routes through one interface (CHECK). */
-export async function mainRoutesVia(socket: RtNetlinkSocket, oif: number): Promise<MainRoute[]> {
+/** The main table's routes of a family (IPv4 by default) through one interface (CHECK). */
+export async function mainRoutesVia(
+  socket: RtNetlinkSocket,
+  oif: number,
+  family: AddressFamily = AF_INET,
+): Promise<MainRoute[]> {
   const routes = await rtnl('list routes', () =>
-    socket.getRoutes({ family: AF_INET }, undefined, { timeout: REQUEST_TIMEOUT_MS }),
+    socket.getRoutes({ family }, undefined, { timeout: REQUEST_TIMEOUT_MS }),
   );
   return routes
-    .filter(
-      (r) => r.data.family === AF_INET && (r.attrs.table ?? r.data.table) === RT_TABLE_MAIN && r.attrs.oif === oif,
-    )
+    .filter((r) => r.data.family === family && (r.attrs.table ?? r.data.table) === RT_TABLE_MAIN && r.attrs.oif === oif)
     .map((r) => {
-      const gateway = ipOf(AF_INET, r.attrs.gateway);
+      const gateway = ipOf(family, r.attrs.gateway);
       return {
-        dst: `${ipOf(AF_INET, r.attrs.dst) ?? '0.0.0.0'}/${r.data.dstLen ?? 0}`,
+        dst: `${ipOf(family, r.attrs.dst) ?? (family === AF_INET ? '0.0.0.0' : '::')}/${r.data.dstLen ?? 0}`,
         oif,
         ...(gateway ? { gateway } : {}),
       };
     });
+}
+
+/**
+ * IPv6 over the unnumbered veth. Neighbour discovery answers only for addresses on the interface asked, so each
+ * end gets a fixed link-local address (every pair is its own link, so the same two on every pair) and every IPv6
+ * route names the other end's as its gateway. Added without DAD: usable at once, and nothing else is on the link.
+ */
+export const HOST_VETH_LINK_LOCAL = 'fe80::1';
+export const POD_VETH_LINK_LOCAL = 'fe80::2';
+const RT_SCOPE_LINK = 253;
+
+async function addLinkLocal(socket: RtNetlinkSocket, index: number, ip: string): Promise<void> {
+  const bytes = ipBytes(AF_INET6, ip);
+  await rtnl(`add ${ip}/64 to the veth`, () =>
+    socket.newAddress(
+      { family: AF_INET6, prefixlen: 64, index, flags: { nodad: true }, scope: RT_SCOPE_LINK },
+      { local: bytes, address: bytes, flags: { nodad: true } },
+      { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_REPLACE },
+    ),
+  );
+}
+
+/** The two link-local addresses (their undo is the veth's). */
+export async function addVethLinkLocals(host: RtNetlinkSocket, pod: RtNetlinkSocket, pair: VethPair): Promise<void> {
+  await addLinkLocal(host, pair.hostIndex, HOST_VETH_LINK_LOCAL);
+  await addLinkLocal(pod, pair.podIndex, POD_VETH_LINK_LOCAL);
+}
+
+/** One IPv6 route in the main table through a veth end, via the other end's link-local address. */
+async function addVethRoute6(
+  socket: RtNetlinkSocket,
+  what: string,
+  r: { readonly dst: string; readonly oif: number; readonly via: string; readonly src?: string },
+): Promise<void> {
+  const cidr = parseIpv6Cidr(r.dst.includes('/') ? r.dst : `${r.dst}/128`);
+  await rtnl(what, () =>
+    socket.newRoute(
+      {
+        family: AF_INET6,
+        dstLen: cidr.prefixLength,
+        table: RT_TABLE_MAIN,
+        protocol: 'BOOT',
+        scope: 'UNIVERSE',
+        type: 'UNICAST',
+      },
+      {
+        dst: ipBytes(AF_INET6, r.dst.split('/')[0]!),
+        gateway: ipBytes(AF_INET6, r.via),
+        oif: r.oif,
+        ...(r.src ? { prefsrc: ipBytes(AF_INET6, r.src) } : {}),
+      },
+      { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_REPLACE },
+    ),
+  );
+}
+
+/** The pod's IPv6 routes to the host's IPv6 addresses and the IPv6 service CIDRs, via the host end. */
+export async function addPodSideRoutes6(
+  pod: RtNetlinkSocket,
+  spec: {
+    readonly podIndex: number;
+    readonly podIp: string;
+    readonly hostIps: readonly string[];
+    readonly serviceCidrs: readonly string[];
+  },
+): Promise<void> {
+  for (const dst of [...spec.hostIps, ...spec.serviceCidrs])
+    await addVethRoute6(pod, `add the pod route to ${dst}`, {
+      dst,
+      oif: spec.podIndex,
+      via: HOST_VETH_LINK_LOCAL,
+      src: spec.podIp,
+    });
+}
+
+/** The host's /128 back to an IPv6 pod, via the pod end. Replace: keyed by the pod's address, which it holds. */
+export async function addHostRoute6(
+  host: RtNetlinkSocket,
+  spec: { readonly hostIndex: number; readonly podIp: string },
+): Promise<void> {
+  await addVethRoute6(host, `add the host route to ${spec.podIp}`, {
+    dst: spec.podIp,
+    oif: spec.hostIndex,
+    via: POD_VETH_LINK_LOCAL,
+  });
 }

@@ -10,6 +10,8 @@ import { openNetns } from './netns.js';
 import { inspectPodRouting, podRoutingSpec, setupPodRouting, withPodNetns } from './pod-routing.js';
 import {
   type Datapath,
+  IMDS_ADDRESS,
+  IMDS_ADDRESS_IPV6,
   type IpvlanMode,
   type PodLink,
   type PodLinkSpec,
@@ -54,13 +56,8 @@ const MACVLAN_MODE_BRIDGE = 4;
 const IFLA_MACVLAN_MODE = 1;
 const IPVLAN_MODE = { l2: 0, l3: 1, l3s: 2 } as const;
 const IFLA_IPVLAN_MODE = 1;
-/**
- * The instance metadata service. Its route stays in the pod's namespace after DEL (it names no device, and a
- * second attachment may share it); the namespace goes with the pod.
- */
-export const IMDS_ADDRESS = '169.254.169.254';
-/** IMDS on IPv6 (Nitro instances): kept from pods the same way. */
-export const IMDS_ADDRESS_IPV6 = 'fd00:ec2::254';
+
+export { IMDS_ADDRESS, IMDS_ADDRESS_IPV6 } from './port.js';
 
 /** IFLA_INFO_KIND out of an IFLA_LINKINFO blob. */
 export function linkKind(linkinfo: Buffer | undefined): string | undefined {

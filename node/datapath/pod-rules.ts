@@ -1,5 +1,17 @@
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
-import { AF_INET, CREATE_EXCL, EEXIST, errnoOf, ipBytes, ipOf, REQUEST_TIMEOUT_MS, rtnl, rtnlDelete } from './rtnl.js';
+import {
+  type AddressFamily,
+  AF_INET,
+  afOf,
+  CREATE_EXCL,
+  EEXIST,
+  errnoOf,
+  ipBytes,
+  ipOf,
+  REQUEST_TIMEOUT_MS,
+  rtnl,
+  rtnlDelete,
+} from './rtnl.js';
 
 /**
  * L3/L3S: one `from <pod address> lookup <ENI table>` rule per pod in the host namespace, so the pod's packets
@@ -17,8 +29,15 @@ export interface PodRule {
   readonly table: number;
 }
 
-function header(table: number): { family: number; srcLen: number; table: number; action: number } {
-  return { family: AF_INET, srcLen: 32, table: table < 256 ? table : 0, action: ACTION_TO_TABLE };
+/** The rule's header for the pod's address: a /32, or a /128 for an IPv6 pod (rules are per family). */
+function header(rule: PodRule): { family: number; srcLen: number; table: number; action: number } {
+  const family = afOf(rule.podIp);
+  return {
+    family,
+    srcLen: family === AF_INET ? 32 : 128,
+    table: rule.table < 256 ? rule.table : 0,
+    action: ACTION_TO_TABLE,
+  };
 }
 
 /**
@@ -29,8 +48,8 @@ function header(table: number): { family: number; srcLen: number; table: number;
 export async function addPodRule(host: RtNetlinkSocket, rule: PodRule): Promise<'added' | 'existed'> {
   try {
     await host.newRule(
-      header(rule.table),
-      { src: ipBytes(AF_INET, rule.podIp), table: rule.table, priority: POD_RULE_PRIORITY },
+      header(rule),
+      { src: ipBytes(afOf(rule.podIp), rule.podIp), table: rule.table, priority: POD_RULE_PRIORITY },
       { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL },
     );
     return 'added';
@@ -43,8 +62,8 @@ export async function addPodRule(host: RtNetlinkSocket, rule: PodRule): Promise<
 export async function deletePodRule(host: RtNetlinkSocket, rule: PodRule): Promise<'removed' | 'absent'> {
   return rtnlDelete(`delete the rule from ${rule.podIp} lookup ${rule.table}`, () =>
     host.delRule(
-      header(rule.table),
-      { src: ipBytes(AF_INET, rule.podIp), table: rule.table, priority: POD_RULE_PRIORITY },
+      header(rule),
+      { src: ipBytes(afOf(rule.podIp), rule.podIp), table: rule.table, priority: POD_RULE_PRIORITY },
       { timeout: REQUEST_TIMEOUT_MS },
     ),
   );
@@ -58,15 +77,13 @@ export interface RuleView {
   readonly fwmark?: number;
 }
 
-/** All IPv4 rules of the namespace the socket is in. */
-export async function listRules(host: RtNetlinkSocket): Promise<RuleView[]> {
-  const rules = await rtnl('list rules', () =>
-    host.getRules({ family: AF_INET }, undefined, { timeout: REQUEST_TIMEOUT_MS }),
-  );
+/** All rules of one family (IPv4 by default) of the namespace the socket is in. */
+export async function listRules(host: RtNetlinkSocket, family: AddressFamily = AF_INET): Promise<RuleView[]> {
+  const rules = await rtnl('list rules', () => host.getRules({ family }, undefined, { timeout: REQUEST_TIMEOUT_MS }));
   return rules
-    .filter((r) => r.data.family === AF_INET)
+    .filter((r) => r.data.family === family)
     .map((r) => {
-      const src = ipOf(AF_INET, r.attrs.src);
+      const src = ipOf(family, r.attrs.src);
       return {
         ...(src ? { src } : {}),
         srcLen: r.data.srcLen ?? 0,
@@ -79,5 +96,6 @@ export async function listRules(host: RtNetlinkSocket): Promise<RuleView[]> {
 
 /** The tables the rules for this address point at (CHECK wants exactly one: the ENI's). */
 export function rulesFrom(rules: readonly RuleView[], podIp: string): RuleView[] {
-  return rules.filter((r) => r.src === podIp && r.srcLen === 32);
+  const hostLength = afOf(podIp) === AF_INET ? 32 : 128;
+  return rules.filter((r) => r.src === podIp && r.srcLen === hostLength);
 }

@@ -12,6 +12,14 @@ import type { PodRouting } from './pod-routing.js';
  */
 export type IpvlanMode = 'l2' | 'l3' | 'l3s';
 
+/**
+ * The instance metadata service. Its route stays in the pod's namespace after DEL (it names no device, and a
+ * second attachment may share it); the namespace goes with the pod.
+ */
+export const IMDS_ADDRESS = '169.254.169.254';
+/** IMDS on IPv6 (Nitro instances): kept from pods the same way. */
+export const IMDS_ADDRESS_IPV6 = 'fd00:ec2::254';
+
 export interface PodLinkSpec {
   /** CNI_NETNS: a path to the pod's network namespace (a bind-mounted nsfs file). */
   readonly netnsPath: string;

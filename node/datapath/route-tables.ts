@@ -1,6 +1,19 @@
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import { parseIpv4 } from '../../shared/ipv4.js';
-import { AF_INET, CREATE_REPLACE, ipBytes, ipOf, REQUEST_TIMEOUT_MS, RTNH_F_ONLINK, rtnl, rtnlDelete } from './rtnl.js';
+import { ipFamilyOf, parseIpv6 } from '../../shared/ipv6.js';
+import {
+  type AddressFamily,
+  AF_INET,
+  AF_INET6,
+  afOf,
+  CREATE_REPLACE,
+  ipBytes,
+  ipOf,
+  REQUEST_TIMEOUT_MS,
+  RTNH_F_ONLINK,
+  rtnl,
+  rtnlDelete,
+} from './rtnl.js';
 
 /**
  * L3/L3S: one route table per ENI. In these modes ipvlan hands a pod's outgoing packets to the master's
@@ -33,9 +46,22 @@ export function tableForDevice(base: number, deviceIndex: number): number {
   return table;
 }
 
-/** The metric that tells this pod's default route apart from its neighbours' in the ENI's table. */
+/**
+ * The metric that tells this pod's default route apart from its neighbours' in the ENI's table. IPv6 (its own
+ * FIB, so no clash with IPv4 metrics): the address's low 32 bits, unique among the pods of one ENI's /80 as the
+ * launch hands them out from its start. Zero is refused: the kernel stores an IPv6 metric 0 as 1024, and a
+ * delete keyed by metric 0 matches any route.
+ */
 export function podMetric(podIp: string): number {
-  return parseIpv4(podIp);
+  if (ipFamilyOf(podIp) === 'ipv4') return parseIpv4(podIp);
+  const low = Number(parseIpv6(podIp) & 0xffff_ffffn);
+  if (low === 0) throw new RangeError(`pod address ${podIp}: its low 32 bits are zero, which cannot key its route`);
+  return low;
+}
+
+/** The default destination of a family, as CHECK prints it. */
+function defaultDst(family: AddressFamily): string {
+  return family === AF_INET6 ? '::/0' : '0.0.0.0/0';
 }
 
 export interface EniTableRoute {
@@ -60,7 +86,7 @@ export async function addEniRoute(host: RtNetlinkSocket, r: EniTableRoute): Prom
   await rtnl(`add the default route via ${r.gateway} to table ${r.table} for ${r.podIp}`, () =>
     host.newRoute(
       {
-        family: AF_INET,
+        family: afOf(r.podIp),
         dstLen: 0,
         table: tableHeader(r.table),
         protocol: 'BOOT',
@@ -68,7 +94,7 @@ export async function addEniRoute(host: RtNetlinkSocket, r: EniTableRoute): Prom
         type: 'UNICAST',
         flags: { __unknown: RTNH_F_ONLINK },
       },
-      { table: r.table, gateway: ipBytes(AF_INET, r.gateway), oif: r.masterIndex, priority: podMetric(r.podIp) },
+      { table: r.table, gateway: ipBytes(afOf(r.podIp), r.gateway), oif: r.masterIndex, priority: podMetric(r.podIp) },
       { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_REPLACE },
     ),
   );
@@ -81,7 +107,7 @@ export async function deleteEniRoute(
 ): Promise<'removed' | 'absent'> {
   return rtnlDelete(`delete the route of ${r.podIp} from table ${r.table}`, () =>
     host.delRoute(
-      { family: AF_INET, dstLen: 0, table: tableHeader(r.table), scope: 'NOWHERE' },
+      { family: afOf(r.podIp), dstLen: 0, table: tableHeader(r.table), scope: 'NOWHERE' },
       { table: r.table, priority: podMetric(r.podIp) },
       { timeout: REQUEST_TIMEOUT_MS },
     ),
@@ -95,17 +121,22 @@ export interface TableRoute {
   readonly metric: number;
 }
 
-/** Every IPv4 route in one table (one dump; the kernel ignores a table filter on dumps without strict mode). */
-export async function tableRoutes(host: RtNetlinkSocket, table: number): Promise<TableRoute[]> {
+/** Every route of a family in one table (one dump; the kernel ignores a table filter on dumps without strict mode). */
+export async function tableRoutes(
+  host: RtNetlinkSocket,
+  table: number,
+  family: AddressFamily = AF_INET,
+): Promise<TableRoute[]> {
   const routes = await rtnl(`list routes of table ${table}`, () =>
-    host.getRoutes({ family: AF_INET }, undefined, { timeout: REQUEST_TIMEOUT_MS }),
+    host.getRoutes({ family }, undefined, { timeout: REQUEST_TIMEOUT_MS }),
   );
   return routes
-    .filter((r) => r.data.family === AF_INET && (r.attrs.table ?? r.data.table) === table)
+    .filter((r) => r.data.family === family && (r.attrs.table ?? r.data.table) === table)
     .map((r) => {
-      const gateway = ipOf(AF_INET, r.attrs.gateway);
+      const gateway = ipOf(family, r.attrs.gateway);
+      const dst = ipOf(family, r.attrs.dst);
       return {
-        dst: `${ipOf(AF_INET, r.attrs.dst) ?? '0.0.0.0'}/${r.data.dstLen ?? 0}`,
+        dst: dst ? `${dst}/${r.data.dstLen ?? 0}` : defaultDst(family),
         ...(gateway ? { gateway } : {}),
         ...(r.attrs.oif !== undefined ? { oif: r.attrs.oif } : {}),
         metric: r.attrs.priority ?? 0,
@@ -117,6 +148,9 @@ export async function tableRoutes(host: RtNetlinkSocket, table: number): Promise
 export function hasPodRoute(routes: readonly TableRoute[], r: EniTableRoute): boolean {
   return routes.some(
     (x) =>
-      x.dst === '0.0.0.0/0' && x.metric === podMetric(r.podIp) && x.gateway === r.gateway && x.oif === r.masterIndex,
+      x.dst === defaultDst(afOf(r.podIp)) &&
+      x.metric === podMetric(r.podIp) &&
+      x.gateway === r.gateway &&
+      x.oif === r.masterIndex,
   );
 }

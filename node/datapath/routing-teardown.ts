@@ -1,12 +1,17 @@
 import { closeSync } from 'node:fs';
 import { CONNMARK, POD_FWMARK_RULE_PRIORITY, POD_RETURN_TABLE, startRemovePodConnmark } from './connmark.js';
+import { removePodConnmark6 } from './connmark6.js';
+import { findEgressAddress, releaseEgressAddress, removeEgressRules } from './egress4.js';
 import { hostVethName, podVethName } from './host-veth.js';
 import { NetnsMissingError, NotANetnsError, openNetns } from './netns.js';
 import { POD_RULE_PRIORITY } from './pod-rules.js';
 import type { IpvlanMode } from './port.js';
 import { podMetric, tableForDevice } from './route-tables.js';
 import {
+  type AddressFamily,
   AF_INET,
+  AF_INET6,
+  afOf,
   attr,
   ipBytes,
   linkByName,
@@ -28,10 +33,12 @@ import {
 export interface TeardownSpec {
   readonly mode: IpvlanMode;
   readonly ifName: string;
+  /** The pod's address (IPv4, or IPv6 on an `ipv6` node), and a dual pod's IPv6 address beside it. */
   readonly podIp?: string;
+  readonly podIpv6?: string;
   readonly deviceIndex?: number;
   readonly tableBase: number;
-  readonly hostVeth?: { readonly containerId: string };
+  readonly hostVeth?: { readonly containerId: string; readonly egress4Dir?: string };
 }
 
 const RTA_PRIORITY = 6;
@@ -45,9 +52,9 @@ const RT_SCOPE_NOWHERE = 255;
 const FR_ACT_TO_TBL = 1;
 
 /** fib_rule_hdr: family, dst_len, src_len, tos, table (u8), 2 reserved, action, flags (u32). */
-function ruleHeader(srcLen: number, table: number): Buffer {
+function ruleHeader(srcLen: number, table: number, family: AddressFamily = AF_INET): Buffer {
   const h = Buffer.alloc(12);
-  h.writeUInt8(AF_INET, 0);
+  h.writeUInt8(family, 0);
   h.writeUInt8(srcLen, 2);
   h.writeUInt8(table < 256 ? table : 0, 4);
   h.writeUInt8(FR_ACT_TO_TBL, 7);
@@ -55,12 +62,23 @@ function ruleHeader(srcLen: number, table: number): Buffer {
 }
 
 /** rtmsg for a delete: scope NOWHERE matches any; table and metric select the one route. */
-function routeKey(table: number, metric: number): Buffer {
+function routeKey(table: number, metric: number, family: AddressFamily): Buffer {
   const h = Buffer.alloc(12);
-  h.writeUInt8(AF_INET, 0);
+  h.writeUInt8(family, 0);
   h.writeUInt8(table < 256 ? table : 0, 4);
   h.writeUInt8(RT_SCOPE_NOWHERE, 6);
   return Buffer.concat([h, attr(RTA_TABLE, u32le(table)), attr(RTA_PRIORITY, u32le(metric))]);
+}
+
+/** The pod's `fwmark 0x80/0x80 lookup 117` rule of one family, by its key. */
+function returnRuleKey(family: AddressFamily): Buffer {
+  return Buffer.concat([
+    ruleHeader(0, POD_RETURN_TABLE, family),
+    attr(FRA_FWMARK, u32le(CONNMARK)),
+    attr(FRA_FWMASK, u32le(CONNMARK)),
+    attr(FRA_TABLE, u32le(POD_RETURN_TABLE)),
+    attr(FRA_PRIORITY, u32le(POD_FWMARK_RULE_PRIORITY)),
+  ]);
 }
 
 function openPodNetns(path: string): number | undefined {
@@ -98,20 +116,18 @@ export async function teardownPodRouting(
         try {
           const podName = podVethName(spec.ifName);
           if ((await pod.request(RTM_GETLINK, linkByName(podName), `look up ${podName}`)) === 0) {
-            const marks = startRemovePodConnmark(nsFd, podName, () => openPodNetns(netnsPath));
-            if (options.deferPodMarks) options.deferPodMarks(marks);
-            else await marks;
-            await pod.remove(
-              RTM_DELRULE,
-              Buffer.concat([
-                ruleHeader(0, POD_RETURN_TABLE),
-                attr(FRA_FWMARK, u32le(CONNMARK)),
-                attr(FRA_FWMASK, u32le(CONNMARK)),
-                attr(FRA_TABLE, u32le(POD_RETURN_TABLE)),
-                attr(FRA_PRIORITY, u32le(POD_FWMARK_RULE_PRIORITY)),
-              ]),
-              'delete the pod fwmark rule',
-            );
+            // An IPv6-only pod has no IPv4 marks (its egress address gets none), an IPv4 pod no IPv6 ones.
+            const v6Only = spec.podIp !== undefined && afOf(spec.podIp) === AF_INET6;
+            if (!v6Only) {
+              const marks = startRemovePodConnmark(nsFd, podName, () => openPodNetns(netnsPath));
+              if (options.deferPodMarks) options.deferPodMarks(marks);
+              else await marks;
+            }
+            if (v6Only || spec.podIpv6 !== undefined) {
+              removePodConnmark6(nsFd, podName);
+              await pod.remove(RTM_DELRULE, returnRuleKey(AF_INET6), 'delete the pod IPv6 fwmark rule');
+            }
+            await pod.remove(RTM_DELRULE, returnRuleKey(AF_INET), 'delete the pod fwmark rule');
           }
         } finally {
           pod.close();
@@ -120,21 +136,34 @@ export async function teardownPodRouting(
       }
       const hostName = hostVethName(spec.hostVeth.containerId, spec.ifName);
       await host.remove(RTM_DELLINK, linkByName(hostName), `delete veth ${hostName}`);
+      const egressDir = spec.hostVeth.egress4Dir;
+      const egress = egressDir && findEgressAddress(egressDir, spec.hostVeth.containerId, spec.ifName);
+      if (egressDir && egress) {
+        // Rules first: the address may be claimed again the moment its file is gone.
+        removeEgressRules(egress);
+        releaseEgressAddress(egressDir, egress);
+      }
     }
     if (needsTable) {
       const table = tableForDevice(spec.tableBase, spec.deviceIndex!);
-      const podIp = spec.podIp!;
-      await host.remove(RTM_DELROUTE, routeKey(table, podMetric(podIp)), `delete the route of ${podIp} from ${table}`);
-      await host.remove(
-        RTM_DELRULE,
-        Buffer.concat([
-          ruleHeader(32, table),
-          attr(FRA_SRC, ipBytes(AF_INET, podIp)),
-          attr(FRA_TABLE, u32le(table)),
-          attr(FRA_PRIORITY, u32le(POD_RULE_PRIORITY)),
-        ]),
-        `delete the rule from ${podIp} lookup ${table}`,
-      );
+      for (const podIp of [spec.podIp!, ...(spec.podIpv6 ? [spec.podIpv6] : [])]) {
+        const family = afOf(podIp);
+        await host.remove(
+          RTM_DELROUTE,
+          routeKey(table, podMetric(podIp), family),
+          `delete the route of ${podIp} from ${table}`,
+        );
+        await host.remove(
+          RTM_DELRULE,
+          Buffer.concat([
+            ruleHeader(family === AF_INET6 ? 128 : 32, table, family),
+            attr(FRA_SRC, ipBytes(family, podIp)),
+            attr(FRA_TABLE, u32le(table)),
+            attr(FRA_PRIORITY, u32le(POD_RULE_PRIORITY)),
+          ]),
+          `delete the rule from ${podIp} lookup ${table}`,
+        );
+      }
     }
   } finally {
     host.close();

@@ -1,6 +1,6 @@
 import { VpcLeaseError } from '../../shared/errors.js';
 import { CniCode, CniError } from '../cni/errors.js';
-import { ROUTING_STEPS, type RoutingStep } from './pod-routing.js';
+import { EGRESS_STEPS, ROUTING_STEPS, type RoutingStep } from './pod-routing.js';
 
 /**
  * Test-only switches, honoured only with VPC_LEASE_TEST_MODE=1 and refused otherwise, so a stray variable on a
@@ -30,7 +30,7 @@ export const FAULT_STEPS = [
 /** Steps only a dual-stack ADD takes (between its IPv4 and IPv6 claims); every ADD takes FAULT_STEPS. */
 export const DUAL_FAULT_STEPS = ['between-claims'] as const;
 export type FaultStep = (typeof FAULT_STEPS)[number] | (typeof DUAL_FAULT_STEPS)[number] | RoutingStep;
-const ALL_STEPS: readonly string[] = [...FAULT_STEPS, ...DUAL_FAULT_STEPS, ...ROUTING_STEPS];
+const ALL_STEPS: readonly string[] = [...FAULT_STEPS, ...DUAL_FAULT_STEPS, ...ROUTING_STEPS, ...EGRESS_STEPS];
 
 export interface TestHooks {
   readonly linkKind: 'ipvlan' | 'macvlan';

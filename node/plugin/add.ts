@@ -166,7 +166,7 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
       else {
         log.warn('repeated ADD: rebuilding the attachment', { problems: found.problems });
         await datapath.teardown(req.netns, req.ifName);
-        const teardown = routingTeardown(config, req, claimed);
+        const teardown = routingTeardown(config, req, placementOf(claimed, ipv6Lease));
         if (teardown) await teardownPodRouting(req.netns, teardown);
       }
     }
@@ -183,7 +183,7 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
     // Also for a link a previous ADD built: the claim is released on failure, so its address must go too.
     undo.push('datapath', async () => {
       await datapath.teardown(req.netns, req.ifName);
-      const routing = routingTeardown(config, req, claimed);
+      const routing = routingTeardown(config, req, placementOf(claimed, ipv6Lease));
       if (routing) await teardownPodRouting(req.netns, routing);
     });
 
@@ -222,6 +222,11 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
   } finally {
     await lock?.release();
   }
+}
+
+/** What the routing teardown needs of the claimed leases: a dual pod's IPv6 address has rules of its own. */
+function placementOf(claimed: Lease, ipv6Lease: Lease | undefined): { ip: string; deviceIndex: number; ipv6?: string } {
+  return { ip: claimed.ip, deviceIndex: claimed.deviceIndex, ...(ipv6Lease ? { ipv6: ipv6Lease.ip } : {}) };
 }
 
 /**

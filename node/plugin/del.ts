@@ -28,7 +28,11 @@ export async function cmdDel(ctx: CallContext): Promise<CniOutput> {
     if (netns !== '' && netnsExists(netns)) link = await deletePodLink(netns, req.ifName);
     // Rule, table route and host veth go before the release: once released (with no cooldown) the address may be
     // claimed by a parallel ADD, whose identical rule this DEL would then delete.
-    const routing = routingTeardown(config, req, { ip: record?.ip, deviceIndex: record?.placement?.deviceIndex });
+    const routing = routingTeardown(config, req, {
+      ip: record?.ip,
+      deviceIndex: record?.placement?.deviceIndex,
+      ipv6: record?.ipv6?.ip,
+    });
     // The pod-side iptables removal runs on while the store answers; awaited before DEL reports success.
     const pending: Promise<unknown>[] = [];
     const defer = (p: Promise<unknown>): void => {

@@ -1,3 +1,4 @@
+import { egressStateDir } from '../datapath/egress4.js';
 import type { PodRouting } from '../datapath/pod-routing.js';
 import type { IpvlanMode } from '../datapath/port.js';
 import type { TeardownSpec } from '../datapath/routing-teardown.js';
@@ -12,6 +13,13 @@ export interface RoutingConfig {
   readonly hostVeth: boolean;
   readonly serviceCidrs: readonly string[];
   readonly routeTableBase: number;
+  /** `ipv6` pods with a host veth get IPv4 egress, from addresses claimed under dataDir. */
+  readonly ipFamily?: 'ipv4' | 'ipv6' | 'dual';
+  readonly dataDir?: string;
+}
+
+function hostVethEgress(config: RoutingConfig): { egress4Dir: string } | Record<string, never> {
+  return config.ipFamily === 'ipv6' && config.dataDir ? { egress4Dir: egressStateDir(config.dataDir) } : {};
 }
 
 export function hasRouting(config: RoutingConfig): boolean {
@@ -23,7 +31,9 @@ export function podRouting(config: RoutingConfig, containerId: string, deviceInd
   return {
     deviceIndex,
     tableBase: config.routeTableBase,
-    ...(config.hostVeth ? { hostVeth: { containerId, serviceCidrs: config.serviceCidrs } } : {}),
+    ...(config.hostVeth
+      ? { hostVeth: { containerId, serviceCidrs: config.serviceCidrs, ...hostVethEgress(config) } }
+      : {}),
   };
 }
 
@@ -31,7 +41,7 @@ export function podRouting(config: RoutingConfig, containerId: string, deviceInd
 export function routingTeardown(
   config: RoutingConfig,
   attachment: { readonly containerId: string; readonly ifName: string },
-  placement: { readonly ip?: string; readonly deviceIndex?: number },
+  placement: { readonly ip?: string; readonly deviceIndex?: number; readonly ipv6?: string },
 ): TeardownSpec | undefined {
   if (!hasRouting(config)) return undefined;
   return {
@@ -39,7 +49,8 @@ export function routingTeardown(
     ifName: attachment.ifName,
     tableBase: config.routeTableBase,
     ...(placement.ip !== undefined ? { podIp: placement.ip } : {}),
+    ...(placement.ipv6 !== undefined ? { podIpv6: placement.ipv6 } : {}),
     ...(placement.deviceIndex !== undefined ? { deviceIndex: placement.deviceIndex } : {}),
-    ...(config.hostVeth ? { hostVeth: { containerId: attachment.containerId } } : {}),
+    ...(config.hostVeth ? { hostVeth: { containerId: attachment.containerId, ...hostVethEgress(config) } } : {}),
   };
 }

@@ -32,7 +32,7 @@ describe('parseNetconf: L3/L3S and the host veth', () => {
       routeTableBase: 3,
     });
     expect(caught?.code).toBe(7);
-    expect(caught?.details).toContain('"ten/8" is not an IPv4 CIDR');
+    expect(caught?.details).toContain('"ten/8" is not an IPv4 or IPv6 CIDR');
     expect(caught?.details).toContain('10.96.0.1/12 has host bits set');
     expect(caught?.details).toContain('serviceCidrs: need hostVeth');
     expect(caught?.details).toContain('routeTableBase:');

@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import { beforeAll, describe } from 'vitest';
 import { seaSuite, seaTests } from '../runtime/sea-vm-suite.js';
 import { missing } from '../support/capabilities.js';
+import { ipv6Suite, ipv6Tests } from './ipv6-suite.js';
 import { ipvlanSuite, ipvlanTests } from './ipvlan-suite.js';
 import { runGuestSuites, type SuiteRun } from './suites.js';
 
@@ -11,7 +12,7 @@ import { runGuestSuites, type SuiteRun } from './suites.js';
  * test. A new guest suite joins by adding itself to SUITES and registering its tests below.
  */
 const skipReason = missing('vm', 'root');
-const SUITES = [ipvlanSuite, seaSuite];
+const SUITES = [ipvlanSuite, seaSuite, ipv6Suite];
 let runs: Map<string, SuiteRun> | undefined;
 
 describe.skipIf(skipReason !== undefined)('VM: guest suites in one boot', () => {
@@ -27,4 +28,5 @@ describe.skipIf(skipReason !== undefined)('VM: guest suites in one boot', () => 
 
   describe('real ipvlan suite', () => ipvlanTests(() => runs?.get(ipvlanSuite.name)));
   describe('the single executable on real ipvlan, without Node.js', () => seaTests(() => runs?.get(seaSuite.name)));
+  describe('IPv6 pods on real ipvlan', () => ipv6Tests(() => runs?.get(ipv6Suite.name)));
 });

@@ -73,6 +73,12 @@ const GUEST_MODULES = [
   'xt_connmark',
   'xt_mark',
   'xt_addrtype',
+  // IPv6 (ip6tables in either backend) and the IPv4 egress of IPv6 pods.
+  'nf_defrag_ipv6',
+  'ip6_tables',
+  'ip6table_mangle',
+  'ip6table_filter',
+  'ip6table_nat',
 ];
 
 export const VM_PACKAGES = ['qemu-system-x86', 'linux-image-amd64', 'busybox-static', 'cpio', 'kmod'];

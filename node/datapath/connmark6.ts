@@ -1,0 +1,127 @@
+import { spawnSync } from 'node:child_process';
+import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
+import {
+  CONNMARK,
+  HOST_FWMARK_RULE_PRIORITY,
+  hostChainsInput,
+  IptablesError,
+  iptablesCommand,
+  POD_FWMARK_RULE_PRIORITY,
+  POD_RETURN_TABLE,
+  podRules,
+  run,
+} from './connmark.js';
+import { HOST_VETH_LINK_LOCAL } from './host-veth.js';
+import { inNetns } from './native.js';
+import { listRules } from './pod-rules.js';
+import {
+  AF_INET6,
+  CREATE_EXCL,
+  CREATE_REPLACE,
+  EEXIST,
+  errnoOf,
+  ipBytes,
+  REQUEST_TIMEOUT_MS,
+  RT_TABLE_MAIN,
+  rtnl,
+  rtnlDelete,
+} from './rtnl.js';
+
+/**
+ * connmark.ts for IPv6: the same marks, chains and return path in ip6tables and the IPv6 rule set, which the
+ * kernel keeps apart from IPv4's. The pod's return route leads to the host end's link-local address (host-veth.ts).
+ */
+const WAIT = ['-w', '5'];
+
+function restore6(input: string): { status: number; stderr: string } {
+  return run(iptablesCommand('ip6tables-restore'), [...WAIT, '--noflush'], input);
+}
+
+/** Installs the pod-side IPv6 mark rules (one ip6tables-restore). */
+export function installPodConnmark6(podNsFd: number, podVeth: string): void {
+  const input = ['*mangle', ...podRules(podVeth).map((r) => `-A ${r}`), 'COMMIT', ''].join('\n');
+  const res = inNetns(podNsFd, () => restore6(input));
+  if (res.status !== 0) throw new IptablesError(`failed to install the pod IPv6 connmark rules: ${res.stderr.trim()}`);
+}
+
+/** Removes them; rules already gone are fine (DEL and undo are idempotent). */
+export function removePodConnmark6(podNsFd: number, podVeth: string): 'removed' | 'absent' {
+  const rules = podRules(podVeth);
+  return inNetns(podNsFd, () => {
+    if (restore6(['*mangle', ...rules.map((r) => `-D ${r}`), 'COMMIT', ''].join('\n')).status === 0) return 'removed';
+    let removed = false;
+    for (const rule of rules)
+      removed ||= run(iptablesCommand('ip6tables'), [...WAIT, '-t', 'mangle', '-D', ...rule.split(' ')]).status === 0;
+    return removed ? 'removed' : 'absent';
+  });
+}
+
+/** The IPv6 mangle rules of a namespace as ip6tables -S prints them (CHECK and tests). */
+export function mangleRules6(podNsFd?: number): string[] {
+  const read = (): string[] => listed(iptablesCommand('ip6tables'), ['-t', 'mangle', '-S']);
+  return podNsFd === undefined ? read() : inNetns(podNsFd, read);
+}
+
+/** The `-A` lines of an `-S` listing; a chain that does not exist lists nothing when `missingOk`. */
+export function listed(command: readonly string[], args: readonly string[], missingOk = false): string[] {
+  const [file, ...first] = command as [string, ...string[]];
+  const out = spawnSync(file, [...first, ...WAIT, ...args], {
+    encoding: 'utf8',
+    timeout: 30_000,
+    env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' },
+  });
+  if (out.error) throw new IptablesError(`failed to run ${file}: ${out.error.message}`, { cause: out.error });
+  if (out.status !== 0 && !missingOk) throw new IptablesError(`failed to list ${args.join(' ')}: ${out.stderr}`);
+  return out.status === 0 ? out.stdout.split('\n').filter((l) => l.startsWith('-A ')) : [];
+}
+
+const returnRule = {
+  header: { family: AF_INET6, table: POD_RETURN_TABLE, action: 1 },
+  attrs: { fwmark: CONNMARK, fwmask: CONNMARK, table: POD_RETURN_TABLE, priority: POD_FWMARK_RULE_PRIORITY },
+};
+
+/** The pod's IPv6 return path: `fwmark 0x80/0x80 lookup 117`, and table 117's `::/0` via the host end. */
+export async function addPodReturnPath6(pod: RtNetlinkSocket, podIndex: number): Promise<void> {
+  await rtnl('add the pod IPv6 return route through the host veth', () =>
+    pod.newRoute(
+      { family: AF_INET6, dstLen: 0, table: POD_RETURN_TABLE, protocol: 'BOOT', scope: 'UNIVERSE', type: 'UNICAST' },
+      { table: POD_RETURN_TABLE, gateway: ipBytes(AF_INET6, HOST_VETH_LINK_LOCAL), oif: podIndex },
+      { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_REPLACE },
+    ),
+  );
+  try {
+    await pod.newRule(returnRule.header, returnRule.attrs, { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL });
+  } catch (err) {
+    // A second attachment in the same pod shares the rule.
+    if (errnoOf(err) !== EEXIST) await rtnl('add the pod IPv6 fwmark rule', () => Promise.reject(err));
+  }
+}
+
+export async function removePodReturnRule6(pod: RtNetlinkSocket): Promise<'removed' | 'absent'> {
+  return rtnlDelete('delete the pod IPv6 fwmark rule', () =>
+    pod.delRule(returnRule.header, returnRule.attrs, { timeout: REQUEST_TIMEOUT_MS }),
+  );
+}
+
+/**
+ * The node-wide half for IPv6, installed by the first IPv6 pod with a host veth, the fwmark rule last (its
+ * presence says the chains are there). IPv6 has no rp_filter sysctl, so nothing is loosened.
+ */
+export async function ensureHostConnmark6(host: RtNetlinkSocket): Promise<'installed' | 'present'> {
+  const rules = await listRules(host, AF_INET6);
+  if (rules.some((r) => r.fwmark === CONNMARK && r.priority === HOST_FWMARK_RULE_PRIORITY)) return 'present';
+  const has = (table: string, chain: string, target: string): boolean =>
+    run(iptablesCommand('ip6tables'), [...WAIT, '-t', table, '-C', chain, '-j', target]).status === 0;
+  const res = restore6(hostChainsInput(has));
+  if (res.status !== 0) throw new IptablesError(`failed to install the host IPv6 connmark rules: ${res.stderr.trim()}`);
+  try {
+    await host.newRule(
+      { family: AF_INET6, table: RT_TABLE_MAIN, action: 1 },
+      { fwmark: CONNMARK, fwmask: CONNMARK, table: RT_TABLE_MAIN, priority: HOST_FWMARK_RULE_PRIORITY },
+      { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL },
+    );
+  } catch (err) {
+    if (errnoOf(err) !== EEXIST) await rtnl('add the host IPv6 fwmark rule', () => Promise.reject(err));
+  }
+  return 'installed';
+}

@@ -1,0 +1,238 @@
+import type { NewLease } from '../../../shared/domain/lease.js';
+import { LightDynamoClient } from '../../../shared/dynamo/light-client.js';
+import { encodeNewLease } from '../../../shared/lease-store/item-codec.js';
+import {
+  assert,
+  ENI_MAC,
+  GATEWAY,
+  type GuestNode,
+  HOST_IP,
+  ip,
+  ok,
+  type PluginRun,
+  ping,
+  SERVICE_CIDR,
+  sh,
+} from './guest-node.js';
+import type { GuestCase } from './runner.js';
+
+/**
+ * IPv6 pods on real ipvlan: the guest node of guest-node.ts plus its IPv6 half — the VPC router at the /64's base
+ * + 1 (with an IMDS stand-in on fd00:ec2::254 behind it), the host's IPv6 address and an IPv6 service address, and
+ * a "world" netns behind the host (198.51.100.1, with an IPv4 IMDS stand-in) that IPv4 egress reaches.
+ */
+const V6_SUBNET = '2600:1f18:77:1::/64';
+const V6_GATEWAY = '2600:1f18:77:1::1';
+const V6_PREFIX = '2600:1f18:77:1:1::/80';
+const HOST_IP6 = '2600:1f18:77::5';
+const SERVICE6 = 'fd00:96::/108';
+const SERVICE_IP6 = 'fd00:96::10';
+const IMDS6 = 'fd00:ec2::254';
+const IMDS4 = '169.254.169.254';
+const WORLD_IP = '198.51.100.1';
+const EGRESS_CHAIN = 'VPC-LEASE-EGRESS4';
+const MODES = ['l2', 'l3', 'l3s'] as const;
+
+function ping6(netns: string | undefined, target: string, waitS = 3): boolean {
+  const args = ['busybox', 'ping6', '-c', '1', '-W', String(waitS), target];
+  try {
+    if (netns) sh('ip', 'netns', 'exec', netns, ...args);
+    else sh(args[0]!, ...args.slice(1));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The IPv6 half of the node, and its IPv6 leases (seeded as the control plane writes them). */
+async function startIpv6(n: GuestNode): Promise<void> {
+  ip('-n', 'vpc', 'addr', 'add', `${V6_GATEWAY}/64`, 'dev', 'gw0', 'nodad');
+  ip('-n', 'vpc', 'addr', 'add', `${IMDS6}/128`, 'dev', 'lo');
+  ip('addr', 'add', `${HOST_IP6}/64`, 'dev', 'boot0', 'nodad');
+  ip('addr', 'add', `${SERVICE_IP6}/128`, 'dev', 'lo');
+  ip('netns', 'add', 'world');
+  ip('link', 'add', 'out0', 'type', 'veth', 'peer', 'name', 'outp', 'netns', 'world');
+  ip('addr', 'add', '198.51.100.5/24', 'dev', 'out0');
+  ip('link', 'set', 'out0', 'up');
+  ip('-n', 'world', 'addr', 'add', `${WORLD_IP}/24`, 'dev', 'outp');
+  ip('-n', 'world', 'addr', 'add', `${IMDS4}/32`, 'dev', 'lo');
+  ip('-n', 'world', 'link', 'set', 'lo', 'up');
+  ip('-n', 'world', 'link', 'set', 'outp', 'up');
+  ip('route', 'add', `${IMDS4}/32`, 'dev', 'out0');
+  const leases: NewLease[] = Array.from({ length: 24 }, (_, i) => ({
+    instanceArn: n.arn,
+    ip: `2600:1f18:77:1:1::${(0x10 + i).toString(16)}`,
+    eniId: 'eni-0a1b2c3d',
+    deviceIndex: 1,
+    mac: ENI_MAC,
+    subnetId: 'subnet-0077aa77',
+    subnetCidr: V6_SUBNET,
+    gateway: V6_GATEWAY,
+    prefix: V6_PREFIX,
+  }));
+  // One conditional put per lease, as the control plane writes them (the store's putLeases is IPv4's bulk path).
+  const api = new LightDynamoClient({
+    endpoint: n.dynalite.endpoint,
+    region: 'us-east-1',
+    credentials: async () => ({ accessKeyId: 'test', secretAccessKey: 'test' }),
+    timeoutMs: 30_000,
+  });
+  for (const lease of leases)
+    await api.putItem({ TableName: n.tableName, Item: encodeNewLease(lease, Date.now() - 1000) });
+  await api.close();
+  const batch = leases.map((l) => `neigh replace ${l.ip} lladdr ${ENI_MAC} dev gw0 nud permanent`).join('\n');
+  sh('sh', '-c', `ip -n vpc -batch - <<'EOF'\n${batch}\nEOF`);
+}
+
+function addressesOf(run: PluginRun): string[] {
+  const ips = (run.json?.['ips'] as { address: string }[] | undefined) ?? [];
+  assert(ips.length > 0, `no address in ${run.stdout}`);
+  return ips.map((a) => a.address.split('/')[0]!);
+}
+
+/** What an IPv6 attachment could leave on the node, beside GuestNode.snapshot's IPv4 view. */
+function snapshot6(n: GuestNode, pods: readonly string[]): Record<string, string[]> {
+  const lines = (text: string): string[] =>
+    text
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '' && !l.includes('fe80::/64') && !l.includes('table local'));
+  const chain = (...args: string[]): string[] => {
+    try {
+      return lines(sh('iptables', '-w', '5', ...args)).filter((l) => l.startsWith('-A '));
+    } catch {
+      return [];
+    }
+  };
+  return {
+    ...n.snapshot(pods),
+    rules6: lines(ip('-6', 'rule', 'show')),
+    routes6: lines(ip('-6', 'route', 'show', 'table', 'all')),
+    egress: [...chain('-S', EGRESS_CHAIN), ...chain('-t', 'nat', '-S', EGRESS_CHAIN)],
+    podMangle6: pods.flatMap((p) =>
+      lines(sh('ip', 'netns', 'exec', p, 'ip6tables', '-w', '5', '-t', 'mangle', '-S'))
+        .filter((l) => l.startsWith('-A '))
+        .map((l) => `${p}: ${l}`),
+    ),
+  };
+}
+
+/**
+ * Lines that appeared or vanished. May stay: the node-wide NodePort rules of either family, and the pod ENI's own
+ * link-local route (the first ADD brings the ENI up, and nothing takes it down again: eni-link.ts).
+ */
+function leftovers(before: Record<string, string[]>, after: Record<string, string[]>): string[] {
+  const nodeWide = /^1024:\s+from all fwmark 0x80\/0x80 lookup main|^fe80::\/64 dev eni1 /;
+  const out: string[] = [];
+  for (const key of Object.keys(after)) {
+    const was = new Set(before[key] ?? []);
+    for (const l of after[key] ?? []) if (!was.has(l) && !nodeWide.test(l)) out.push(`+ ${key}: ${l}`);
+    for (const l of was) if (!(after[key] ?? []).includes(l)) out.push(`- ${key}: ${l}`);
+  }
+  return out;
+}
+
+export function ipv6Cases(start: () => Promise<void>, node: () => GuestNode): GuestCase[] {
+  const conf = (n: GuestNode, mode: string, ipFamily = 'ipv6') =>
+    n.netconf(mode as 'l2', { ipFamily, serviceCidrs: [SERVICE_CIDR, SERVICE6] });
+  const cases: GuestCase[] = [
+    {
+      name: 'ipv6 guest node starts (router at the /64 base + 1, IMDS stand-ins, host and service IPv6, world)',
+      run: async () => {
+        await start();
+        await startIpv6(node());
+      },
+    },
+  ];
+  for (const mode of MODES) {
+    cases.push({
+      name: `ipv6 ${mode}: two pods reach each other, the router, the host and an IPv6 service; CHECK; DEL leaves nothing`,
+      async run(): Promise<void> {
+        const n = node();
+        const pods = [n.addNetns(), n.addNetns()];
+        const before = snapshot6(n, pods);
+        const adds = await Promise.all(
+          pods.map((netns, i) => n.run('ADD', { containerId: `v6-${mode}-${i}`, netns }, conf(n, mode))),
+        );
+        for (const [i, r] of adds.entries()) ok(r, `ADD of pod ${i}`);
+        const [a, b] = pods as [string, string];
+        const [ipA] = addressesOf(adds[0]!) as [string];
+        const [ipB] = addressesOf(adds[1]!) as [string];
+        assert(ping6(a, ipB), `pod ${ipA} cannot ping6 pod ${ipB}`);
+        assert(ping6(a, V6_GATEWAY), `pod ${ipA} cannot reach the router ${V6_GATEWAY}`);
+        assert(ping6(a, HOST_IP6), `pod ${ipA} cannot reach the host ${HOST_IP6} over its veth`);
+        assert(ping6(undefined, ipB), `the host cannot reach pod ${ipB} over its veth`);
+        assert(ping6(b, SERVICE_IP6), `pod ${ipB} cannot reach the IPv6 service ${SERVICE_IP6}`);
+        assert(ping(b, WORLD_IP), `pod ${ipB} has no IPv4 egress to ${WORLD_IP}`);
+        if (mode !== 'l2') {
+          const rules = ip('-6', 'rule', 'show');
+          for (const addr of [ipA, ipB]) assert(rules.includes(`from ${addr} lookup 1001`), `no rule: ${rules}`);
+        }
+        const check = await n.run(
+          'CHECK',
+          { containerId: `v6-${mode}-0`, netns: a },
+          { ...conf(n, mode), prevResult: adds[0]!.json },
+        );
+        ok(check, 'CHECK');
+        const dels = await Promise.all(
+          pods.map((netns, i) => n.run('DEL', { containerId: `v6-${mode}-${i}`, netns }, conf(n, mode))),
+        );
+        for (const [i, r] of dels.entries()) ok(r, `DEL of pod ${i}`);
+        const left = leftovers(before, snapshot6(n, pods));
+        assert(left.length === 0, `left behind after DEL:\n${left.join('\n')}`);
+        assert((await n.claimed()).length === 0, 'a lease is still CLAIMED');
+      },
+    });
+  }
+  cases.push(
+    {
+      name: 'ipv6 l2: IMDS is unreachable on fd00:ec2::254; negative control: reachable once the block is removed',
+      async run(): Promise<void> {
+        const n = node();
+        const netns = n.addNetns();
+        ok(await n.run('ADD', { containerId: 'v6-imds', netns }, conf(n, 'l2')), 'ADD');
+        assert(ping6(netns, V6_GATEWAY), 'the pod cannot reach the router (the control would prove nothing)');
+        assert(!ping6(netns, IMDS6, 1), `the pod reached IMDS at ${IMDS6}`);
+        ip('-n', netns, '-6', 'route', 'del', 'unreachable', IMDS6);
+        assert(ping6(netns, IMDS6), 'without its block the pod still cannot reach the IMDS stand-in');
+        ok(await n.run('DEL', { containerId: 'v6-imds', netns }, conf(n, 'l2')), 'DEL');
+      },
+    },
+    {
+      name: 'ipv6 l3s: IPv4 egress cannot reach IMDS; controls: the pod route, then also the host drop removed',
+      async run(): Promise<void> {
+        const n = node();
+        const netns = n.addNetns();
+        ok(await n.run('ADD', { containerId: 'v4-imds', netns }, conf(n, 'l3s')), 'ADD');
+        assert(ping(netns, WORLD_IP), 'the pod has no IPv4 egress (the control would prove nothing)');
+        assert(!ping(netns, IMDS4, 1), `the pod reached IMDS at ${IMDS4} over its egress`);
+        ip('-n', netns, 'route', 'del', 'unreachable', IMDS4);
+        assert(!ping(netns, IMDS4, 1), 'the host forwarded the pod to IMDS without the pod route');
+        const drop = sh('iptables', '-w', '5', '-S', EGRESS_CHAIN)
+          .split('\n')
+          .find((l) => l.includes('169.254.0.0/16') && l.includes('DROP'));
+        assert(drop !== undefined, 'no link-local drop in the egress chain');
+        sh('iptables', '-w', '5', ...drop.replace(/^-A /, '-D ').split(' '));
+        assert(ping(netns, IMDS4), 'with both blocks removed the pod still cannot reach the IMDS stand-in');
+        ok(await n.run('DEL', { containerId: 'v4-imds', netns }, conf(n, 'l3s')), 'DEL');
+      },
+    },
+    {
+      name: 'dual l3s: one pod reaches the router on both families and the host over its veth on both',
+      async run(): Promise<void> {
+        const n = node();
+        const netns = n.addNetns();
+        const before = snapshot6(n, [netns]);
+        const add = await n.run('ADD', { containerId: 'dual-l3s', netns }, conf(n, 'l3s', 'dual'));
+        ok(add, 'ADD');
+        const [v4, v6] = addressesOf(add) as [string, string];
+        assert(ping(netns, GATEWAY) && ping6(netns, V6_GATEWAY), `${v4}/${v6} cannot reach both routers`);
+        assert(ping(netns, HOST_IP) && ping6(netns, HOST_IP6), 'the pod cannot reach the host on both families');
+        ok(await n.run('DEL', { containerId: 'dual-l3s', netns }, conf(n, 'l3s', 'dual')), 'DEL');
+        const left = leftovers(before, snapshot6(n, [netns]));
+        assert(left.length === 0, `left behind after DEL:\n${left.join('\n')}`);
+      },
+    },
+  );
+  return cases;
+}
