@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { StoreUnavailableError } from '../../shared/errors.js';
+import { LeaseConflictError, NoFreeLeaseError, StoreUnavailableError } from '../../shared/errors.js';
 import type { LeaseStore } from '../../shared/lease-store/port.js';
 import { manageNodePool, type NodePoolReport } from '../../shared/pool/pool-manager.js';
 import { claimOne, invariantViolations, type PoolEnv, readyNode, startPoolEnv } from './support.js';
@@ -113,9 +113,19 @@ describe('Pool: release of excess', () => {
       env.clock.advance(RELEASE_DELAY_MS);
       const held = new Map<string, string>();
       const released = new Set<string>();
+      // A pod that finds nothing left (the passes got there first) or loses every race is a legitimate outcome:
+      // kubelet retries it. How often depends on timing, so it is counted and reported, not asserted.
+      const refused: string[] = [];
       const pods = async (): Promise<void> => {
         for (let i = 0; i < 6; i++) {
-          const pod = await claimOne(env!, instanceArn);
+          let pod: { containerId: string; ip: string };
+          try {
+            pod = await claimOne(env!, instanceArn);
+          } catch (err) {
+            if (!(err instanceof NoFreeLeaseError || err instanceof LeaseConflictError)) throw err;
+            refused.push(err.name);
+            continue;
+          }
           held.set(pod.containerId, pod.ip);
           if (i % 3 === 2) {
             // Some pods go away again: DEL → COOLDOWN (not releasable: it has not been idle for the delay).
@@ -131,8 +141,16 @@ describe('Pool: release of excess', () => {
           }
         }
       };
-      const passes = Promise.all([manageNodePool(env.deps(), instanceArn), manageNodePool(env.deps(), instanceArn)]);
-      const [reports] = await Promise.all([passes, pods(), pods()]);
+      // allSettled: a failure must not leave the others writing into the store the test is about to close.
+      const settled = await Promise.allSettled([
+        manageNodePool(env.deps(), instanceArn),
+        manageNodePool(env.deps(), instanceArn),
+        pods(),
+        pods(),
+      ]);
+      for (const r of settled) if (r.status === 'rejected') throw r.reason;
+      const reports = settled.slice(0, 2).map((r) => (r as PromiseFulfilledResult<NodePoolReport>).value);
+      if (refused.length > 0) console.log(`iteration ${iteration}: ${refused.length} claims refused (${refused.join(', ')})`);
 
       const s = await eniState(env, instanceArn, eniId);
       const leases = await env.store.listLeases(instanceArn);
@@ -142,6 +160,7 @@ describe('Pool: release of excess', () => {
         expect(lease?.holder?.containerId).toBe(containerId);
         expect(s.inEc2).toContain(ip);
       }
+      expect(held.size, 'no pod got an address: the test raced nothing').toBeGreaterThan(0);
       const gone = reports.flatMap((r) => r.released);
       for (const ip of held.values()) expect(gone).not.toContain(ip);
       // No address lost: EC2, the node item and the leases name the same addresses.
