@@ -150,7 +150,8 @@ describe('Pool: release of excess', () => {
       ]);
       for (const r of settled) if (r.status === 'rejected') throw r.reason;
       const reports = settled.slice(0, 2).map((r) => (r as PromiseFulfilledResult<NodePoolReport>).value);
-      if (refused.length > 0) console.log(`iteration ${iteration}: ${refused.length} claims refused (${refused.join(', ')})`);
+      if (refused.length > 0)
+        console.log(`iteration ${iteration}: ${refused.length} claims refused (${refused.join(', ')})`);
 
       const s = await eniState(env, instanceArn, eniId);
       const leases = await env.store.listLeases(instanceArn);
