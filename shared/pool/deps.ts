@@ -30,7 +30,7 @@ export interface PoolDeps {
   readonly sweepCursor?: SweepCursorStore;
   /** How often the paced sweep starts a new cycle over every node. Default 1 h (sweep.ts). */
   readonly sweepCycleMs?: number;
-  /** Every how many cycles the sweep passes every READY node in full. Default 24 (sweep.ts). */
+  /** Every how many cycles the sweep passes every READY node in full. Default never: the census lists due nodes. */
   readonly fullPassEveryCycles?: number;
   /** Sleep between attachment polls (tests pass a fast one). */
   readonly sleep?: (ms: number) => Promise<void>;

@@ -41,7 +41,7 @@ export interface NodePoolReport {
   readonly waitingForAttachment: boolean;
 }
 
-export function targetsOf(deps: PoolDeps, node: NodeRecord): PoolTargets {
+export function targetsOf(deps: Pick<PoolDeps, 'config'>, node: NodeRecord): PoolTargets {
   const { config } = deps;
   return {
     minLeases: config.minLeases,

@@ -2,6 +2,7 @@ import type { NodeRef } from '../lease-store/port.js';
 import { METRIC_DIMENSIONS, METRIC_NAMES } from '../metrics.js';
 import { pacedWalk } from '../schedule/paced-walk.js';
 import type { PoolDeps } from './deps.js';
+import { dropPoolDue, loadPoolDue } from './pool-due.js';
 import { manageNodePool, type NodePoolReport } from './pool-manager.js';
 
 export interface SweepReport {
@@ -11,6 +12,8 @@ export interface SweepReport {
   readonly reports: readonly NodePoolReport[];
   /** READY nodes whose claimable count was within the watermarks: no pass needed. */
   readonly skippedInBand?: number;
+  /** Nodes the census listed as due, passed in full at this cycle's start. */
+  readonly due?: number;
   readonly cycle?: number;
   readonly cycleDone?: boolean;
   readonly stoppedEarly?: boolean;
@@ -28,16 +31,16 @@ export interface SweepOptions {
 export const POOL_SWEEP_CURSOR = 'pool-sweep';
 /** One safety-net visit per READY node per hour (the stream reacts to every claim and release). */
 export const DEFAULT_POOL_SWEEP_CYCLE_MS = 3_600_000;
-/** Every 24th cycle passes every READY node in full (interrupted releases, unleased recorded addresses). */
-export const DEFAULT_FULL_PASS_EVERY_CYCLES = 24;
-
 /**
  * The scheduled safety net. Stream records drive the pool (every claim and release runs a pass on its node);
  * the schedule catches what a lost stream batch missed. With a cursor store (the Lambda), it walks the node
  * index at most once per cycle, carrying on where the last run stopped, and on each READY node first asks the
  * claimable index for a count (one eventually consistent COUNT Query, a fraction of a read unit): only a
- * node outside its watermarks gets a full pass, except on every `fullPassEveryCycles`-th cycle, which passes
- * all. Without a cursor store (tests, the local cloud) every call passes every READY node.
+ * node outside its watermarks gets a full pass. What only a full pass catches on a node in band (interrupted
+ * releases, recorded addresses without a lease) the reconciler's daily census finds from its one Scan and
+ * lists as due (pool-due.ts); each cycle's first page passes the due nodes in full. `fullPassEveryCycles`
+ * brings back a full pass of every node every that many cycles. Without a cursor store (tests, the local
+ * cloud) every call passes every READY node.
  */
 export async function sweepPools(deps: PoolDeps, options: SweepOptions = {}): Promise<SweepReport> {
   const concurrency = options.concurrency ?? 4;
@@ -45,21 +48,24 @@ export async function sweepPools(deps: PoolDeps, options: SweepOptions = {}): Pr
   const failed: string[] = [];
   let nodes = 0;
   let skippedInBand = 0;
+  let due = 0;
   const { warmLowLeases, warmHighLeases } = deps.config;
 
-  const pass = async (ref: NodeRef, full: boolean): Promise<void> => {
+  const pass = async (ref: Pick<NodeRef, 'instanceArn'>, full: boolean): Promise<boolean> => {
     try {
       if (!full) {
         const claimable = await deps.store.countClaimable(ref.instanceArn, deps.clock.nowMs());
         if (claimable >= warmLowLeases && claimable <= warmHighLeases) {
           skippedInBand += 1;
-          return;
+          return true;
         }
       }
       reports.push(await manageNodePool(deps, ref.instanceArn));
+      return true;
     } catch (err) {
       failed.push(ref.instanceArn);
       deps.logger.error('pool pass failed; the next run retries', { instanceArn: ref.instanceArn, err });
+      return false;
     }
   };
   const visit = async (refs: readonly NodeRef[], full: boolean): Promise<void> => {
@@ -75,7 +81,15 @@ export async function sweepPools(deps: PoolDeps, options: SweepOptions = {}): Pr
   let walk: { cycle?: number; cycleDone: boolean; stoppedEarly: boolean } = { cycleDone: true, stoppedEarly: false };
   const cursor = deps.sweepCursor;
   if (cursor) {
-    const every = deps.fullPassEveryCycles ?? DEFAULT_FULL_PASS_EVERY_CYCLES;
+    const every = deps.fullPassEveryCycles;
+    // Once a cycle, at its first page: the census's due list (a node not READY is skipped by its pass).
+    const passDue = async (): Promise<void> => {
+      const arns = await loadPoolDue(cursor);
+      const passed: string[] = [];
+      for (const instanceArn of arns) if (await pass({ instanceArn }, true)) passed.push(instanceArn);
+      due += arns.length;
+      await dropPoolDue(cursor, deps.logger, passed);
+    };
     walk = await pacedWalk(
       { store: deps.store, cursor, clock: deps.clock, logger: deps.logger },
       POOL_SWEEP_CURSOR,
@@ -84,7 +98,10 @@ export async function sweepPools(deps: PoolDeps, options: SweepOptions = {}): Pr
         deadlineMs: options.deadlineMs ?? Number.POSITIVE_INFINITY,
         ...(options.pageSize !== undefined ? { pageSize: options.pageSize } : {}),
       },
-      (refs, cycle) => visit(refs, cycle % every === 0),
+      async (refs, cycle, span) => {
+        if (span.from.shard === 0 && span.from.afterArn === undefined) await passDue();
+        await visit(refs, every !== undefined && cycle % every === 0);
+      },
     );
   } else {
     for (let from = deps.store.listNodeRefs({ shard: 0 }); ; ) {
@@ -102,5 +119,5 @@ export async function sweepPools(deps: PoolDeps, options: SweepOptions = {}): Pr
     { [METRIC_DIMENSIONS.cluster]: deps.config.clusterName },
     lowOnLeases,
   );
-  return { nodes, lowOnLeases, failed, reports, skippedInBand, ...walk };
+  return { nodes, lowOnLeases, failed, reports, skippedInBand, due, ...walk };
 }

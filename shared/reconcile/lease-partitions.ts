@@ -1,21 +1,30 @@
+import type { Lease } from '../domain/lease.js';
+import type { NodeRecord } from '../domain/node.js';
 import type { DynamoApi } from '../dynamo/api.js';
 import { isConditionalCheckFailed } from '../dynamo/errors.js';
-import { A } from '../lease-store/item-codec.js';
+import { A, decodeLease, decodeNode, type Item } from '../lease-store/item-codec.js';
 import { LEASE_SORT_PREFIX, NODE_SORT_KEY, TABLE_KEYS } from '../lease-store/table.js';
 
 /** Where a paged Scan stands: the table key of the last item read. */
 export type ScanKey = Readonly<Record<string, string>>;
 
-/** What one page of the paced stray search saw of each partition it touched. */
-export interface PartitionSighting {
+/** One partition's items as a page of the census Scan holds them (a partition may go on in the next page). */
+export interface ScannedPartition {
   readonly instanceArn: string;
-  readonly leases: boolean;
-  /** The node item's phase when the page held it. */
+  /** Its lease items that decoded; `illFormedLeases` counts those that did not. */
+  readonly leases: readonly Lease[];
+  readonly illFormedLeases: number;
+  /** The node item, when the page held one that decoded. */
+  readonly node?: NodeRecord;
+  /** The node item's phase when the page held it (`unknown` when it did not decode). */
   readonly nodePhase?: string;
+  /** The key of the partition's last item on the page: where a Scan resumes after it. */
+  readonly lastKey: ScanKey;
 }
 
 export interface ScanPage {
-  readonly partitions: readonly PartitionSighting[];
+  /** In the Scan's order: a partition's items are contiguous, so only the last may go on in the next page. */
+  readonly partitions: readonly ScannedPartition[];
   readonly next?: ScanKey;
 }
 
@@ -28,8 +37,8 @@ export interface LeasePartitions {
   markStray(instanceArn: string, atMs: number): Promise<void>;
   clearStrayMark(instanceArn: string): Promise<void>;
   /**
-   * One page of the Scan (eventually consistent, lease and node items only, projected to key and phase): the
-   * paced stray search reads the table a page at a time, across runs, from where the last page stopped.
+   * One page of the Scan, eventually consistent, whole items: the daily census reads the table a page at a
+   * time, across runs, from where the last complete partition ended.
    */
   scanPage(from: ScanKey | undefined, limit: number): Promise<ScanPage>;
   /** Whether the partition still holds a lease item (a consistent Query of one item): the second look. */
@@ -80,31 +89,43 @@ export class DynamoLeasePartitions implements LeasePartitions {
   }
 
   async scanPage(from: ScanKey | undefined, limit: number): Promise<ScanPage> {
+    // No projection: DynamoDB bills a Scan by the size of the items it reads, whatever it returns, so the census
+    // takes whole items and gives them to the first looks of the stray search, the drift check and the pool.
     const page = await this.api.scan({
       TableName: this.tableName,
       Limit: limit,
-      FilterExpression: 'begins_with(#sk, :lease) OR #sk = :node',
-      ProjectionExpression: '#pk, #sk, #ph',
-      ExpressionAttributeNames: { '#pk': TABLE_KEYS.partitionKey, '#sk': TABLE_KEYS.sortKey, '#ph': A.phase },
-      ExpressionAttributeValues: { ':lease': { S: LEASE_SORT_PREFIX }, ':node': { S: NODE_SORT_KEY } },
       ...(from ? { ExclusiveStartKey: Object.fromEntries(Object.entries(from).map(([k, v]) => [k, { S: v }])) } : {}),
     });
-    const seen = new Map<string, { leases: boolean; nodePhase?: string }>();
-    for (const item of page.Items ?? []) {
+    const seen = new Map<string, { leases: Lease[]; illFormedLeases: number; node?: NodeRecord; nodePhase?: string }>();
+    const lastKeys = new Map<string, ScanKey>();
+    for (const item of (page.Items ?? []) as Item[]) {
       const pk = item[TABLE_KEYS.partitionKey]?.S;
       const sk = item[TABLE_KEYS.sortKey]?.S ?? '';
       if (!pk) continue;
-      const entry = seen.get(pk) ?? { leases: false };
-      if (sk === NODE_SORT_KEY) entry.nodePhase = item[A.phase]?.S ?? 'unknown';
-      else entry.leases = true;
+      const entry = seen.get(pk) ?? { leases: [], illFormedLeases: 0 };
       seen.set(pk, entry);
+      lastKeys.set(pk, { [TABLE_KEYS.partitionKey]: pk, [TABLE_KEYS.sortKey]: sk });
+      if (sk === NODE_SORT_KEY) {
+        entry.nodePhase = item[A.phase]?.S ?? 'unknown';
+        try {
+          entry.node = decodeNode(item);
+        } catch {
+          entry.nodePhase = 'unknown';
+        }
+      } else if (sk.startsWith(LEASE_SORT_PREFIX)) {
+        try {
+          entry.leases.push(decodeLease(item));
+        } catch {
+          entry.illFormedLeases += 1;
+        }
+      }
     }
     const last = page.LastEvaluatedKey;
     const next = last
       ? Object.fromEntries(Object.entries(last).flatMap(([k, v]) => (v.S !== undefined ? [[k, v.S]] : [])))
       : undefined;
     return {
-      partitions: [...seen].map(([instanceArn, e]) => ({ instanceArn, ...e })),
+      partitions: [...seen].map(([instanceArn, e]) => ({ instanceArn, ...e, lastKey: lastKeys.get(instanceArn)! })),
       ...(next ? { next } : {}),
     };
   }

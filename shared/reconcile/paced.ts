@@ -1,14 +1,17 @@
+import type { ControlPlaneConfig } from '../config/control-plane.js';
+import type { Lease } from '../domain/lease.js';
 import type { NodeRecord } from '../domain/node.js';
 import type { Ec2Eni } from '../ec2/port.js';
 import { ENI_TAGS } from '../ec2/tags.js';
 import type { NodeRef } from '../lease-store/port.js';
 import { NODE_INDEX, nodeIndexShard } from '../lease-store/table.js';
 import { METRIC_DIMENSIONS, METRIC_NAMES } from '../metrics.js';
+import { addPoolDue, poolPassWanted } from '../pool/pool-due.js';
 import type { SweepCursorStore } from '../schedule/cursor.js';
 import { pacedWalk, type WalkSpan } from '../schedule/paced-walk.js';
 import { actOnEniGc, actOnGoneNodes, type GoneNodeAct } from './actions.js';
 import { type DriftItem, detectDrift } from './drift.js';
-import { decideEniGc, decideGoneNodes, isInstanceLive, type StrayPartition } from './gc-plan.js';
+import { decideEniGc, decideGoneNodes, instanceIdOfArn, isInstanceLive, type StrayPartition } from './gc-plan.js';
 import {
   DEFAULT_DRIFT_GRACE_MS,
   DEFAULT_MIN_MARK_AGE_MS,
@@ -17,7 +20,7 @@ import {
   reportDrift,
 } from './reconciler.js';
 import { nodeDigest, type SeenState, seenStateName } from './seen.js';
-import { type StraySearchReport, searchStrays } from './stray-search.js';
+import { type CensusLook, type StraySearchReport, searchStrays } from './stray-search.js';
 
 /** The cursor's name in the schedules partition. */
 export const RECONCILE_CURSOR = 'reconcile';
@@ -25,18 +28,23 @@ const EVENTUAL = { eventual: true } as const;
 /** A walk of every node at most every 15 minutes: gone nodes go within two cycles, drift shows within one. */
 export const DEFAULT_RECONCILE_CYCLE_MS = 900_000;
 /**
- * Every 96th cycle (a day at the default cycle) reads every READY node's leases whatever its digest: the bound
- * for drift the digest cannot see (a lease item changed by hand with EC2 and the node item untouched).
+ * Without the census (no lease partitions to scan), every 96th cycle (a day at the default cycle) reads every
+ * READY node's leases whatever its digest: the bound for drift the digest cannot see (a lease item changed by
+ * hand with EC2 and the node item untouched). With it, the census's daily look at every node is that bound.
  */
 export const DEFAULT_DRIFT_FULL_EVERY_CYCLES = 96;
 
 export interface PacedReconcileDeps extends ReconcilerDeps {
+  /** The whole configuration: the census judges the pool's watermarks too. */
+  readonly config: ControlPlaneConfig;
   readonly cursor: SweepCursorStore;
   readonly cycleMs?: number;
   readonly driftFullEveryCycles?: number;
   readonly strayScanPeriodMs?: number;
   /** Node refs per page of the walk (the cursor and the digests are saved after each). Default 100. */
   readonly pageSize?: number;
+  /** Items per page of the census Scan. Default 1000 (stray-search.ts). */
+  readonly censusPageItems?: number;
 }
 
 export interface PacedReconcileReport extends ReconcileReport {
@@ -49,6 +57,8 @@ export interface PacedReconcileReport extends ReconcileReport {
   readonly cycleDone: boolean;
   readonly stoppedEarly: boolean;
   readonly strays: StraySearchReport;
+  /** READY nodes the census's first look found wanting a full pool pass, handed to the pool sweep (pool-due.ts). */
+  readonly poolDue: readonly string[];
 }
 
 /**
@@ -90,10 +100,11 @@ export async function reconcilePaced(deps: PacedReconcileDeps, deadlineMs: numbe
   const goneMarked: string[] = [];
   const drift: DriftItem[] = [];
   let nodesChecked = 0;
-  const every = deps.driftFullEveryCycles ?? DEFAULT_DRIFT_FULL_EVERY_CYCLES;
+  const every = deps.driftFullEveryCycles ?? (deps.leasePartitions ? undefined : DEFAULT_DRIFT_FULL_EVERY_CYCLES);
+  const checkedThisRun = new Set<string>();
 
   const visit = async (refs: readonly NodeRef[], cycle: number, span: WalkSpan): Promise<void> => {
-    const full = cycle % every === 0;
+    const full = every !== undefined && cycle % every === 0;
     const present = new Set(refs.map((r) => r.instanceId));
     const arnPrefix = refs[0]?.instanceArn.slice(0, refs[0].instanceArn.lastIndexOf('/') + 1);
     // Attached ENIs on instances whose node item would sit in this page's span but does not: eni-without-node.
@@ -152,6 +163,7 @@ export async function reconcilePaced(deps: PacedReconcileDeps, deadlineMs: numbe
       const seen = await seenOf(ref.instanceArn);
       if (!full && seen.state.entries[ref.instanceArn] === nodeDigest(ref, attached)) continue;
       nodesChecked += 1;
+      checkedThisRun.add(ref.instanceArn);
       // A first look at half the read units; only a node it does not find clean is read again, consistently,
       // before anything is reported or its digest dropped (what an eventual read can miss is a write of the
       // last second, like the EC2 snapshot beside it).
@@ -185,7 +197,33 @@ export async function reconcilePaced(deps: PacedReconcileDeps, deadlineMs: numbe
     },
     visit,
   );
-  const strays = await searchStrays(deps, { nowMs, deadlineMs, minMarkAgeMs, skip: new Set(removed) });
+  // The census's first looks: every whole partition it reads, once a day, against this run's EC2 snapshot.
+  const suspects = new Set<string>();
+  const poolDue: string[] = [];
+  const look: CensusLook = ({ instanceArn, node, leases, illFormedLeases }) => {
+    if (node?.phase !== 'READY' || removed.includes(instanceArn)) return;
+    const attached = attachedTo.get(node.instanceId) ?? [];
+    // Every instance is taken as live here: the consistent check reads EC2's states for the few it keeps.
+    const live = new Map([[node.instanceId, 'running']]);
+    if (illFormedLeases > 0 || !driftOf(node, leases, attached, live).clean) suspects.add(instanceArn);
+    if (illFormedLeases > 0 || poolPassWanted(deps, node, leases, nowMs)) poolDue.push(instanceArn);
+  };
+  const strays = await searchStrays(deps, { nowMs, deadlineMs, minMarkAgeMs, skip: new Set(removed) }, look);
+  await addPoolDue(deps.cursor, logger, poolDue);
+  const confirm = [...suspects].filter((arn) => !checkedThisRun.has(arn));
+  if (confirm.length > 0) {
+    const states = await ec2.describeInstanceStates(confirm.flatMap((arn) => instanceIdOfArn(arn) ?? []));
+    const unclean: string[] = [];
+    for (const arn of confirm) {
+      const node = await store.getNode(arn);
+      if (node?.phase !== 'READY' || !isInstanceLive(states.get(node.instanceId))) continue;
+      const found = await checkNode(node, attachedTo.get(node.instanceId) ?? [], states);
+      drift.push(...found.items);
+      if (!found.clean) unclean.push(arn);
+    }
+    // A node with drift is read every walk cycle until it is clean, as one the walk found.
+    await forgetDigests(unclean);
+  }
   reportDrift(deps, drift);
   const dims = { [METRIC_DIMENSIONS.cluster]: config.clusterName };
   const metric = (name: (typeof METRIC_NAMES)[keyof typeof METRIC_NAMES], value: number): void =>
@@ -208,6 +246,7 @@ export async function reconcilePaced(deps: PacedReconcileDeps, deadlineMs: numbe
     stoppedEarly: walk.stoppedEarly,
     strays,
     strayLeases: strays.strayLeases,
+    poolDue,
   };
   logger.info('paced reconcile run done', {
     enisSeen: enis.length,
@@ -218,6 +257,7 @@ export async function reconcilePaced(deps: PacedReconcileDeps, deadlineMs: numbe
     stoppedEarly: walk.stoppedEarly,
     drift: drift.length,
     strayLeases: strays.strayLeases.length,
+    poolDue: poolDue.length,
   });
   return report;
 
@@ -237,7 +277,15 @@ export async function reconcilePaced(deps: PacedReconcileDeps, deadlineMs: numbe
     states: ReadonlyMap<string, string>,
     read: { eventual?: boolean } = {},
   ) {
-    const leases = await store.listLeases(node.instanceArn, read);
+    return driftOf(node, await store.listLeases(node.instanceArn, read), attached, states);
+  }
+
+  function driftOf(
+    node: NodeRecord,
+    leases: readonly Lease[],
+    attached: readonly Ec2Eni[],
+    states: ReadonlyMap<string, string>,
+  ): { items: DriftItem[]; clean: boolean } {
     const graceMs = deps.driftGraceMs ?? DEFAULT_DRIFT_GRACE_MS;
     const recorded = new Set(node.enis.flatMap((e) => e.eniId ?? []));
     const items = detectDrift({
@@ -250,6 +298,23 @@ export async function reconcilePaced(deps: PacedReconcileDeps, deadlineMs: numbe
     }).filter((d) => d.kind !== 'eni-without-node');
     const young = leases.some((l) => nowMs - l.createdAtMs < graceMs);
     return { items, clean: items.length === 0 && !young };
+  }
+
+  /** Drops the stored digests of these nodes, so the walk reads them again next cycle. */
+  async function forgetDigests(arns: readonly string[]): Promise<void> {
+    const byShard = new Map<number, string[]>();
+    for (const arn of arns) {
+      const shard = Number(nodeIndexShard(arn).slice('nodes#'.length));
+      byShard.set(shard, [...(byShard.get(shard) ?? []), arn]);
+    }
+    for (const [shard, members] of byShard) {
+      const stored = await deps.cursor.load<SeenState>(seenStateName(shard));
+      if (!stored || members.every((arn) => stored.state.entries[arn] === undefined)) continue;
+      const entries = { ...stored.state.entries };
+      for (const arn of members) delete entries[arn];
+      if (!(await deps.cursor.save(seenStateName(shard), { ...stored.state, entries }, stored.version)))
+        logger.warn('another run saved the drift digests; the census leaves them', { shard });
+    }
   }
 
   /**

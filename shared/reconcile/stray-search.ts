@@ -1,19 +1,19 @@
 import type { NodeRecord } from '../domain/node.js';
 import { actOnStrays } from './actions.js';
 import { decideStrayLeases, instanceIdOfArn, type StrayPartition } from './gc-plan.js';
-import type { ScanKey } from './lease-partitions.js';
+import type { ScanKey, ScannedPartition } from './lease-partitions.js';
 import type { PacedReconcileDeps } from './paced.js';
 
-/** The search's state in the schedules partition. */
+/** The census's state in the schedules partition (the name predates the census: the state is the same). */
 export const STRAY_SCAN_CURSOR = 'reconcile-stray-scan';
 /**
- * A Scan of the whole table at most once a day. Partitions with leases and no node item only arise from a
- * crash between a partition delete and a late lease put, or an operator's delete; a day bounds how long such
- * leases (which no pod can claim: no node item, no pool) sit there, and the Scan is the one read that grows with
- * the table's size.
+ * The census: one eventually consistent Scan of the whole table at most once a day, the one read that grows
+ * with the table's size, shared by three daily first looks: partitions with leases and no node item (only a
+ * crash between a partition delete and a late lease put, or an operator's delete, leaves one), drift the
+ * digests cannot see, and what only a full pool pass catches. A day bounds how long each waits to be seen.
  */
 export const DEFAULT_STRAY_SCAN_PERIOD_MS = 86_400_000;
-/** Items per Scan page (DynamoDB's Limit counts items read, before the filter). */
+/** Items per Scan page (DynamoDB's Limit counts items read): more than any one partition holds. */
 const SCAN_PAGE_ITEMS = 1000;
 
 interface StrayScanState {
@@ -28,48 +28,86 @@ export interface StraySearchReport {
   /** Scan pages read this run (0 between scans). */
   readonly scanPages: number;
   readonly scanning: boolean;
+  /** Partitions the census looked at whole this run. */
+  readonly partitionsSeen: number;
   /** Partitions judged this run: those the Scan found plus every marked one (the second look). */
   readonly judged: number;
   readonly strayLeases: readonly StrayPartition[];
 }
 
+/** The census's view of one partition, whole: every item of it that the Scan read. */
+export type CensusLook = (partition: ScannedPartition) => void;
+
+/** Two pages' sightings of one partition (a page ended inside it) as one. */
+function joined(a: ScannedPartition, b: ScannedPartition): ScannedPartition {
+  const node = b.node ?? a.node;
+  const nodePhase = b.nodePhase ?? a.nodePhase;
+  return {
+    instanceArn: a.instanceArn,
+    leases: [...a.leases, ...b.leases],
+    illFormedLeases: a.illFormedLeases + b.illFormedLeases,
+    ...(node ? { node } : {}),
+    ...(nodePhase !== undefined ? { nodePhase } : {}),
+    lastKey: b.lastKey,
+  };
+}
+
 /**
- * The stray-partition search, incremental: a paced, eventually consistent Scan (a page at a time, carried over
- * runs, started at most every `strayScanPeriodMs`) is the first look; it marks what it finds. Every run then
- * judges the marked partitions alone with consistent reads (a lease is still there, the node item still
- * missing, EC2 still shows the instance gone), so the second look comes a run later, not a Scan later, and
- * costs a few reads per marked partition. A partition is removed only when both looks agree, at least
- * `minMarkAgeMs` apart (decideStrayLeases).
+ * The stray-partition search over the census: a paced, eventually consistent Scan (a page at a time, carried
+ * over runs, started at most every `strayScanPeriodMs`) hands every whole partition to `look` (the drift and
+ * pool first looks) and marks those with leases and no node item. The cursor is saved after the last whole
+ * partition, so a run that stops inside one leaves it to the next whole. Every run then judges the marked
+ * partitions alone with consistent reads (a lease is still there, the node item still missing, EC2 still
+ * shows the instance gone), so the second look comes a run later, not a Scan later. A partition is removed
+ * only when both looks agree, at least `minMarkAgeMs` apart (decideStrayLeases).
  */
 export async function searchStrays(
   deps: PacedReconcileDeps,
   run: { nowMs: number; deadlineMs: number; minMarkAgeMs: number; skip: ReadonlySet<string> },
+  look: CensusLook = () => {},
 ): Promise<StraySearchReport> {
   const partitions = deps.leasePartitions;
-  if (!partitions) return { scanPages: 0, scanning: false, judged: 0, strayLeases: [] };
-  const stored = await deps.cursor.load<StrayScanState>(STRAY_SCAN_CURSOR);
+  if (!partitions) return { scanPages: 0, scanning: false, partitionsSeen: 0, judged: 0, strayLeases: [] };
+  const periodMs = deps.strayScanPeriodMs ?? DEFAULT_STRAY_SCAN_PERIOD_MS;
+  // Between scans an eventual read says so for half the units; a run that will scan reads the state again.
+  const glance = await deps.cursor.load<StrayScanState>(STRAY_SCAN_CURSOR, { eventual: true });
+  const idle = glance && !glance.state.scanning && run.nowMs < glance.state.cycleStartedAtMs + periodMs;
+  const stored = idle ? glance : await deps.cursor.load<StrayScanState>(STRAY_SCAN_CURSOR);
   let version = stored?.version ?? 0;
   let state: StrayScanState = stored?.state ?? { cycleStartedAtMs: 0, cycles: 0, scanning: false };
-  const periodMs = deps.strayScanPeriodMs ?? DEFAULT_STRAY_SCAN_PERIOD_MS;
   if (!state.scanning && (!stored || run.nowMs >= state.cycleStartedAtMs + periodMs))
     state = { cycleStartedAtMs: run.nowMs, cycles: state.cycles + 1, scanning: true };
 
   const found = new Set<string>();
   let scanPages = 0;
-  while (state.scanning && deps.clock.nowMs() < run.deadlineMs) {
-    const page = await partitions.scanPage(state.from, SCAN_PAGE_ITEMS);
+  let partitionsSeen = 0;
+  let from = state.from;
+  // The page's last partition may go on in the next page: it is looked at once whole.
+  let open: ScannedPartition | undefined;
+  // Past the deadline a run still reads on until it has finished one partition, or it would never move on.
+  while (state.scanning && (deps.clock.nowMs() < run.deadlineMs || (open !== undefined && partitionsSeen === 0))) {
+    const page = await partitions.scanPage(from, deps.censusPageItems ?? SCAN_PAGE_ITEMS);
     scanPages += 1;
-    for (const p of page.partitions)
-      if (p.leases && (p.nodePhase === undefined || p.nodePhase === 'GONE')) found.add(p.instanceArn);
+    const whole = [...page.partitions];
+    if (open && whole[0]?.instanceArn === open.instanceArn) whole[0] = joined(open, whole[0]);
+    else if (open) whole.unshift(open);
+    open = page.next ? whole.pop() : undefined;
+    for (const p of whole) {
+      partitionsSeen += 1;
+      if (p.leases.length + p.illFormedLeases > 0 && (p.nodePhase === undefined || p.nodePhase === 'GONE'))
+        found.add(p.instanceArn);
+      look(p);
+    }
+    from = page.next;
+    const resumeAt = whole.at(-1)?.lastKey ?? state.from;
     const next: StrayScanState = { cycleStartedAtMs: state.cycleStartedAtMs, cycles: state.cycles, scanning: false };
-    state = page.next ? { ...next, scanning: true, from: page.next } : next;
+    state = page.next ? { ...next, scanning: true, ...(resumeAt ? { from: resumeAt } : {}) } : next;
     if (!(await deps.cursor.save(STRAY_SCAN_CURSOR, state, version))) {
-      deps.logger.warn('another run moved the stray-search cursor; this run stops scanning', {});
+      deps.logger.warn('another run moved the census cursor; this run stops scanning', {});
       break;
     }
     version += 1;
   }
-
   // The second look (and the first look's check): leases before the node item, both consistent.
   const marks = await partitions.strayMarks();
   const judge = [...new Set([...found, ...marks.keys()])].filter((arn) => !run.skip.has(arn));
@@ -91,5 +129,5 @@ export async function searchStrays(
     minMarkAgeMs: run.minMarkAgeMs,
   });
   await actOnStrays(deps, strayLeases, marks, run.nowMs);
-  return { scanPages, scanning: state.scanning, judged: judge.length, strayLeases };
+  return { scanPages, scanning: state.scanning, partitionsSeen, judged: judge.length, strayLeases };
 }

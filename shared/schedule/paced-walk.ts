@@ -44,10 +44,15 @@ export async function pacedWalk(
   visit: (refs: readonly NodeRef[], cycle: number, span: WalkSpan) => Promise<void>,
 ): Promise<PacedWalkReport> {
   const { store, cursor, clock } = deps;
+  const nowMs = clock.nowMs();
+  // Most runs fall between cycles: an eventually consistent read tells them so for half the units. A stale one
+  // can only hide a cycle another run has started; a run that will act reads the cursor again, consistently.
+  const glance = await cursor.load(name, { eventual: true });
+  if (glance && !glance.state.position && nowMs < glance.state.cycleStartedAtMs + options.cyclePeriodMs)
+    return { visited: 0, cycleDone: true, stoppedEarly: false };
   const stored = await cursor.load(name);
   let version = stored?.version ?? 0;
   let state: SweepState | undefined = stored?.state;
-  const nowMs = clock.nowMs();
   if (!state || (!state.position && nowMs >= state.cycleStartedAtMs + options.cyclePeriodMs)) {
     state = { cycleStartedAtMs: nowMs, position: { shard: 0 }, cycles: (state?.cycles ?? 0) + 1 };
   }

@@ -1,0 +1,177 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { instanceArn } from '../../shared/domain/arn.js';
+import { expectedLeases } from '../../shared/lifecycle/pod-eni.js';
+import { sweepPools } from '../../shared/pool/sweep.js';
+import { DynamoLeasePartitions, type LeasePartitions } from '../../shared/reconcile/lease-partitions.js';
+import { type PacedReconcileDeps, reconcilePaced } from '../../shared/reconcile/paced.js';
+import { DynamoSweepCursorStore } from '../../shared/schedule/cursor.js';
+import { ACCOUNT, type PoolEnv, REGION, readyNode, startPoolEnv } from '../pool/support.js';
+
+let env: PoolEnv | undefined;
+afterEach(async () => {
+  await env?.close();
+  env = undefined;
+});
+
+const NEVER = Number.POSITIVE_INFINITY;
+const HOUR_MS = 3_600_000;
+const DAY_MS = 86_400_000;
+const WALK_CYCLE_MS = 900_000;
+
+/**
+ * The reconciler and the pool sweep as the Lambdas wire them: one cursor store in the schedules partition, so
+ * the census's due list reaches the sweep.
+ */
+function schedules(e: PoolEnv, extra: Partial<PacedReconcileDeps> = {}) {
+  const cursor = new DynamoSweepCursorStore(e.api, e.tableName);
+  const reconciler: PacedReconcileDeps = {
+    ec2: e.ec2,
+    store: e.store,
+    config: e.config,
+    clock: e.clock,
+    logger: e.logger,
+    metrics: e.metrics,
+    minMarkAgeMs: 60_000,
+    driftGraceMs: 0,
+    cursor,
+    leasePartitions: new DynamoLeasePartitions(e.api, e.tableName),
+    ...extra,
+  };
+  return { reconciler, pool: e.deps({ sweepCursor: cursor }) };
+}
+
+describe('Census: the daily Scan is the first look of the pool’s full pass', () => {
+  it('an interrupted release on a node in band: the hourly count misses it, the census lists it, the sweep finishes it', async () => {
+    env = await startPoolEnv();
+    const node = await readyNode(env);
+    const ip = node.node.enis[0]!.addresses[0]!;
+    await env.store.markReleasing(node.instanceArn, ip, env.clock.nowMs());
+    env.clock.advance(121_000); // past resumeReleasingAfterMs: the handshake's invocation is surely gone
+    const { reconciler, pool } = schedules(env);
+
+    // Control: five claimable leases are in band, so the hourly count passes the node by.
+    const counted = await sweepPools(pool);
+    expect([counted.skippedInBand, counted.reports.length]).toEqual([1, 0]);
+    expect((await env.store.listLeases(node.instanceArn)).find((l) => l.ip === ip)?.state).toBe('RELEASING');
+
+    expect((await reconcilePaced(reconciler, NEVER)).poolDue).toEqual([node.instanceArn]);
+    env.clock.advance(HOUR_MS);
+    const swept = await sweepPools(pool);
+    expect(swept.due).toBe(1);
+    expect(swept.reports.map((r) => [r.instanceArn, r.resumed])).toEqual([[node.instanceArn, 1]]);
+    expect((await env.store.listLeases(node.instanceArn)).map((l) => l.ip)).not.toContain(ip);
+    // Passed, it leaves the list: the next cycle passes nobody in full.
+    env.clock.advance(HOUR_MS);
+    expect(await sweepPools(pool)).toMatchObject({ due: 0, reports: [] });
+  });
+
+  it('a recorded address without a lease is leased again within a day and an hour', async () => {
+    env = await startPoolEnv();
+    const node = await readyNode(env);
+    const ip = node.node.enis[0]!.addresses[2]!;
+    await env.api.deleteItem({ TableName: env.tableName, Key: { pk: { S: node.instanceArn }, sk: { S: `ip#${ip}` } } });
+    const { reconciler, pool } = schedules(env);
+    expect((await sweepPools(pool)).reports).toEqual([]);
+
+    expect((await reconcilePaced(reconciler, NEVER)).poolDue).toEqual([node.instanceArn]);
+    env.clock.advance(HOUR_MS);
+    expect((await sweepPools(pool)).reports.map((r) => r.adopted)).toEqual([1]);
+    expect((await env.store.listLeases(node.instanceArn)).map((l) => l.ip)).toContain(ip);
+  });
+
+  it('a clean cluster lists nobody, and the census Scans again only after a day', async () => {
+    env = await startPoolEnv();
+    await readyNode(env);
+    await readyNode(env);
+    const { reconciler } = schedules(env);
+    const first = await reconcilePaced(reconciler, NEVER);
+    expect([first.poolDue, first.drift, first.strays.scanPages > 0]).toEqual([[], [], true]);
+    env.clock.advance(DAY_MS - 1);
+    expect((await reconcilePaced(reconciler, NEVER)).strays.scanPages).toBe(0);
+    env.clock.advance(1);
+    expect((await reconcilePaced(reconciler, NEVER)).strays.scanPages).toBeGreaterThan(0);
+  });
+});
+
+describe('Census: drift the digests cannot see', () => {
+  it('a lease item put by hand (node item and EC2 untouched) is reported within a day, then every walk cycle', async () => {
+    env = await startPoolEnv();
+    const node = await readyNode(env);
+    const { reconciler } = schedules(env);
+    expect((await reconcilePaced(reconciler, NEVER)).drift).toEqual([]);
+
+    const [template] = expectedLeases(node.node, 1);
+    const bogus = '10.0.15.250'; // in the subnet, on no ENI
+    await env.store.putLeases([{ ...template!, ip: bogus }], env.clock.nowMs());
+    // The walk reads only nodes whose digest (node-item version, EC2's view) changed: this one's did not.
+    env.clock.advance(WALK_CYCLE_MS);
+    const walked = await reconcilePaced(reconciler, NEVER);
+    expect([walked.nodesChecked, walked.drift]).toEqual([0, []]);
+
+    env.clock.advance(DAY_MS - WALK_CYCLE_MS);
+    const census = await reconcilePaced(reconciler, NEVER);
+    const expected = { kind: 'lease-without-address', instanceId: node.instanceId, address: bogus };
+    expect(census.drift).toEqual([expect.objectContaining(expected)]);
+    // The census dropped its digest: the walk reads it again each cycle until someone fixes it.
+    env.clock.advance(WALK_CYCLE_MS);
+    expect((await reconcilePaced(reconciler, NEVER)).drift).toEqual([expect.objectContaining(expected)]);
+  });
+});
+
+describe('Census: whole partitions across Scan pages and runs', () => {
+  /** Pages of `items` items; each page costs `msPerPage` of the manual clock. */
+  function paged(e: PoolEnv, msPerPage: number) {
+    const real = new DynamoLeasePartitions(e.api, e.tableName);
+    let pages = 0;
+    const partitions: LeasePartitions = new Proxy(real, {
+      get(target, prop, receiver) {
+        const value = Reflect.get(target, prop, receiver) as unknown;
+        if (prop === 'scanPage')
+          return async (...args: Parameters<LeasePartitions['scanPage']>) => {
+            pages += 1;
+            e.clock.advance(msPerPage);
+            return target.scanPage(...args);
+          };
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    return { partitions, pages: () => pages };
+  }
+
+  it('pages smaller than a partition: each partition is judged whole, nothing is taken for stray or due', async () => {
+    env = await startPoolEnv();
+    const nodes = [await readyNode(env), await readyNode(env)];
+    const [template] = expectedLeases(nodes[0]!.node, 1);
+    const strayArn = instanceArn(REGION, ACCOUNT, 'i-0000000000000beef', 'aws');
+    const strayIps = ['10.0.14.1', '10.0.14.2', '10.0.14.3', '10.0.14.4', '10.0.14.5'];
+    await env.store.putLeases(
+      strayIps.map((ip) => ({ ...template!, instanceArn: strayArn, ip })),
+      env.clock.nowMs(),
+    );
+    const p = paged(env, 0);
+    // Three items a page: every node's seven items (six leases, the node item) span three pages.
+    const { reconciler } = schedules(env, { leasePartitions: p.partitions, censusPageItems: 3 });
+    const run = await reconcilePaced(reconciler, NEVER);
+    expect(p.pages()).toBeGreaterThan(6);
+    expect(run.poolDue).toEqual([]);
+    expect(run.drift).toEqual([]);
+    expect(run.strayLeases.map((s) => [s.instanceArn, s.action])).toEqual([[strayArn, 'mark']]);
+  });
+
+  it('one page a run: a run that stops inside a partition leaves it whole to the next run', async () => {
+    env = await startPoolEnv();
+    for (let i = 0; i < 3; i++) await readyNode(env);
+    const p = paged(env, 10);
+    const { reconciler } = schedules(env, { leasePartitions: p.partitions, censusPageItems: 4 });
+    const due: string[] = [];
+    let runs = 0;
+    for (let scanning = true; scanning; runs++) {
+      if (runs > 40) throw new Error('the census never finishes');
+      const run = await reconcilePaced(reconciler, env.clock.nowMs() + 5);
+      due.push(...run.poolDue);
+      scanning = run.strays.scanning;
+    }
+    expect(runs).toBeGreaterThan(3);
+    expect(due).toEqual([]);
+  });
+});
