@@ -61,11 +61,18 @@ export interface SteadyStateOptions {
    * once-a-day work (cycle 0 of each walk is a full one, the first stray Scan) and is reported as `firstHour`.
    */
   readonly hours?: number;
+  /**
+   * An unmetered hour a day before the measured ones (default: with the paced reconciler and every run
+   * executed): it leaves what a running cluster has (drift digests, cursors, a census a day old), so the first
+   * measured hour holds the daily work and not the one-off first look at a new table.
+   */
+  readonly warmUp?: boolean;
 }
 
 const POOL_INTERVAL_MS = 60_000; // infra/construct/props.ts poolInterval default
 const RECONCILE_INTERVAL_MS = 300_000; // reconcileInterval default
 const HOUR_MS = 3_600_000;
+const DAY_MS = 86_400_000;
 
 /**
  * EC2 as the steady state sees it: every instance running and every seeded pod ENI attached with the
@@ -265,7 +272,10 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
     const scheduled = { source: 'aws.events', 'detail-type': 'Scheduled Event', detail: {} } as ScheduledEvent;
     const hourTallies = () => ({ poolSchedule: zero(), reconciler: zero(), pods: zero(), stream: zero() });
     const byHour = Array.from({ length: hours }, hourTallies);
+    const warmTallies = hourTallies();
     let tallies = byHour[0]!;
+    const warmUp = options.warmUp ?? (paced && options.measuredRunsPerSchedule === undefined);
+    const dayStartMs = warmUp ? startMs + DAY_MS : startMs;
     const measured = { poolSchedule: 0, reconciler: 0 };
     const invoke = async (into: Tally, fn: () => Promise<unknown>): Promise<void> => {
       meter.current = into;
@@ -285,7 +295,7 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
       const holder = { containerId: `churn-${k}`.padEnd(64, '0'), ifName: 'eth0', netns: `/var/run/netns/churn-${k}` };
       const hour = Math.floor(k / Math.max(1, podsTotal));
       const atMs =
-        startMs + hour * HOUR_MS + Math.floor(((k % Math.max(1, podsTotal)) * HOUR_MS) / 2 / Math.max(1, podsTotal));
+        dayStartMs + hour * HOUR_MS + Math.floor(((k % Math.max(1, podsTotal)) * HOUR_MS) / 2 / Math.max(1, podsTotal));
       let ip = '';
       events.push({
         atMs,
@@ -309,9 +319,16 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
       });
     }
     const limit = options.measuredRunsPerSchedule ?? Number.POSITIVE_INFINITY;
+    for (let at = 0; warmUp && at < HOUR_MS; at += POOL_INTERVAL_MS)
+      events.push({ atMs: startMs + at + 1, run: () => invoke(tallies.poolSchedule, () => pool(scheduled)) });
+    for (let at = 0; warmUp && at < HOUR_MS; at += RECONCILE_INTERVAL_MS)
+      events.push({
+        atMs: startMs + at + 2,
+        run: () => invoke(tallies.reconciler, () => reconcilePaced(reconcilerDeps, Number.POSITIVE_INFINITY)),
+      });
     for (let at = 0; at < hours * HOUR_MS; at += POOL_INTERVAL_MS) {
       events.push({
-        atMs: startMs + at + 1,
+        atMs: dayStartMs + at + 1,
         run: async () => {
           if (measured.poolSchedule++ < limit) await invoke(tallies.poolSchedule, () => pool(scheduled));
         },
@@ -319,7 +336,7 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
     }
     for (let at = 0; at < hours * HOUR_MS; at += RECONCILE_INTERVAL_MS) {
       events.push({
-        atMs: startMs + at + 2,
+        atMs: dayStartMs + at + 2,
         run: async () => {
           if (measured.reconciler++ < limit)
             await invoke(tallies.reconciler, () =>
@@ -332,7 +349,10 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
     const runStarted = Date.now();
     for (const event of events) {
       if (event.atMs > clock.nowMs()) clock.set(event.atMs);
-      tallies = byHour[Math.min(hours - 1, Math.floor((event.atMs - startMs) / HOUR_MS))]!;
+      tallies =
+        event.atMs < dayStartMs
+          ? warmTallies
+          : byHour[Math.min(hours - 1, Math.floor((event.atMs - dayStartMs) / HOUR_MS))]!;
       await event.run();
     }
     const runS = round((Date.now() - runStarted) / 1000, 1);
@@ -359,6 +379,7 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
       podStartsPerNodeHour: options.podStartsPerNodeHour,
       reconciler: paced ? 'paced' : 'whole',
       hoursSimulated: hours,
+      warmUpHour: warmUp,
       scheduleRunsPerHour: { poolSchedule: poolRuns, reconciler: reconcileRuns },
       scheduleRunsExecuted: {
         poolSchedule: Math.min(limit, poolRuns * hours),
@@ -368,7 +389,7 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
       perNodeHour: perNodeHourTable(steady, options.nodes),
       ...(hours > 1
         ? {
-            /** The first hour: cycle 0 of each walk (full) and the stray Scan, which recur once a day. */
+            /** The first hour of a day: the census (one Scan, the daily first looks), which recurs once a day. */
             firstHour: perNodeHourTable(first, options.nodes),
             /** The day's mean: (first + 23 × steady) / 24; the dollars below are from it. */
             perNodeHourDayMean: perNodeHourTable(day, options.nodes),
