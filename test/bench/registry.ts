@@ -56,8 +56,8 @@ export const BENCHMARKS: Readonly<Record<string, Benchmark>> = {
   },
   cost: async (f) => ({
     ...(await runCostBench({ nodes: 20, pods: 200, seed: f.seed })),
-    // What an hour of schedules and stream costs per node, idle and with pod churn; the reconciler before
-    // (a whole pass every run) and after (paced); idle at 30 and 110 leases a node (reads must not follow leases).
+    // What an hour of schedules and stream costs per node, idle and with pod churn; idle at 30 and 110 leases a
+    // node (reads must not follow leases), after (the daily census) and before (daily full passes).
     steadyStateIdle: await runSteadyState({
       nodes: f.instances ?? 5000,
       leasesPerNode: 30,
@@ -75,9 +75,14 @@ export const BENCHMARKS: Readonly<Record<string, Benchmark>> = {
       leasesPerNode: 30,
       claimedPerNode: 20,
       podStartsPerNodeHour: 0,
-      reconciler: 'whole',
-      hours: 1,
-      measuredRunsPerSchedule: 2,
+      dailyFullPasses: true,
+    }),
+    steadyStateIdle110LeasesBefore: await runSteadyState({
+      nodes: f.instances ?? 5000,
+      leasesPerNode: 110,
+      claimedPerNode: 100,
+      podStartsPerNodeHour: 0,
+      dailyFullPasses: true,
     }),
     steadyStateChurn: await runSteadyState({
       nodes: 1000,

@@ -67,6 +67,12 @@ export interface SteadyStateOptions {
    * measured hour holds the daily work and not the one-off first look at a new table.
    */
   readonly warmUp?: boolean;
+  /**
+   * The schedule before the census (main fd41f45): the pool passes every node in full every 24th cycle and the
+   * drift walk reads every node every 96th, each a day at the defaults, with cycle 0 in the first hour; the
+   * census then only does the stray search's Scan. Implies no warm-up.
+   */
+  readonly dailyFullPasses?: boolean;
 }
 
 const POOL_INTERVAL_MS = 60_000; // infra/construct/props.ts poolInterval default
@@ -257,7 +263,8 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
     const ec2 = stubEc2(nodes);
     // The Lambda's wiring (lambdas/pool-manager/handler.ts): the sweep's cursor in the schedules partition.
     const sweepCursor = new DynamoSweepCursorStore(api, tableName);
-    const pool = createPoolManagerHandler({ ec2, store, config, clock, logger, sweepCursor });
+    const before = options.dailyFullPasses === true ? { fullPassEveryCycles: 24, driftFullEveryCycles: 96 } : {};
+    const pool = createPoolManagerHandler({ ec2, store, config, clock, logger, sweepCursor, ...before });
     const reconcilerDeps = {
       ec2,
       store,
@@ -266,6 +273,7 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
       logger,
       leasePartitions: new DynamoLeasePartitions(api, tableName),
       cursor: sweepCursor,
+      ...before,
     };
     const paced = (options.reconciler ?? 'paced') === 'paced';
     const hours = options.hours ?? 2;
@@ -274,7 +282,8 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
     const byHour = Array.from({ length: hours }, hourTallies);
     const warmTallies = hourTallies();
     let tallies = byHour[0]!;
-    const warmUp = options.warmUp ?? (paced && options.measuredRunsPerSchedule === undefined);
+    const warmUp =
+      options.warmUp ?? (paced && options.measuredRunsPerSchedule === undefined && options.dailyFullPasses !== true);
     const dayStartMs = warmUp ? startMs + DAY_MS : startMs;
     const measured = { poolSchedule: 0, reconciler: 0 };
     const invoke = async (into: Tally, fn: () => Promise<unknown>): Promise<void> => {
@@ -380,6 +389,7 @@ export async function runSteadyState(options: SteadyStateOptions): Promise<Recor
       reconciler: paced ? 'paced' : 'whole',
       hoursSimulated: hours,
       warmUpHour: warmUp,
+      schedule: options.dailyFullPasses === true ? 'daily full passes (before)' : 'census',
       scheduleRunsPerHour: { poolSchedule: poolRuns, reconciler: reconcileRuns },
       scheduleRunsExecuted: {
         poolSchedule: Math.min(limit, poolRuns * hours),

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { LeaseStore } from '../../shared/lease-store/port.js';
 import { sweepPools } from '../../shared/pool/sweep.js';
-import { DynamoSweepCursorStore } from '../../shared/schedule/cursor.js';
+import { DynamoSweepCursorStore, type SweepCursorStore } from '../../shared/schedule/cursor.js';
 import { claimOne, type PoolEnv, readyNode, startPoolEnv } from './support.js';
 
 const HOUR_MS = 3_600_000;
@@ -66,6 +66,31 @@ describe('Function: sweepPools (paced, issue 25)', () => {
     expect(t.counts() - countsBefore).toBe(3);
     expect(second.reports.map((r) => r.instanceArn)).toEqual([nodes[1]!.instanceArn]);
     expect(second.reports[0]!.leased.length).toBeGreaterThan(0);
+  });
+
+  it('between cycles a run reads its cursor once, eventually consistent; a run that starts a cycle reads it again', async () => {
+    env = await startPoolEnv();
+    await readyNode(env);
+    const reads = { eventual: 0, consistent: 0 };
+    const real = new DynamoSweepCursorStore(env.api, env.tableName);
+    const cursor: SweepCursorStore = {
+      load: (name, read) => {
+        reads[read?.eventual === true ? 'eventual' : 'consistent'] += 1;
+        return real.load(name, read);
+      },
+      save: (name, state, version) => real.save(name, state, version),
+    };
+    const deps = env.deps({ sweepCursor: cursor });
+    await sweepPools(deps);
+    const cycleStart = { ...reads };
+    for (let i = 0; i < 3; i++) {
+      env.clock.advance(60_000);
+      expect((await sweepPools(deps)).nodes).toBe(0);
+    }
+    expect(reads).toEqual({ eventual: cycleStart.eventual + 3, consistent: cycleStart.consistent });
+    env.clock.advance(HOUR_MS);
+    expect((await sweepPools(deps)).nodes).toBe(1);
+    expect(reads.consistent).toBeGreaterThan(cycleStart.consistent);
   });
 
   it('stops at its deadline and the next run carries on where it stopped, each node visited once', async () => {
