@@ -18,9 +18,7 @@ export const netconfSchema = {
     doc: 'ipvlan mode of the pod links; l3/l3s route through one table per ENI and one rule per pod.',
   },
   ipFamily: {
-    kind: 'enum',
-    default: 'ipv4',
-    values: ['ipv4', 'ipv6', 'dual'],
+    ...controlPlaneSchema.ipFamily,
     doc: 'What a pod gets: an IPv4 lease, an IPv6 lease, or one of each on the same ENI (dual); as the control plane’s ipFamily.',
   },
   hostVeth: {
@@ -43,13 +41,7 @@ export const netconfSchema = {
     doc: 'L3/L3S: the ENI with device index N routes through table routeTableBase + N.',
   },
   mtu: { kind: 'int', default: 0, min: 0, max: 9216, doc: 'Pod link MTU; 0 takes the MTU of the ENI.' },
-  tableName: {
-    kind: 'string',
-    default: 'vpc-lease',
-    pattern: /^[A-Za-z0-9_.-]{3,255}$/,
-    patternHint: 'a DynamoDB table name',
-    doc: 'The lease table.',
-  },
+  tableName: controlPlaneSchema.tableName,
   region: {
     kind: 'optionalString',
     pattern: /^[a-z]{2}(-[a-z]+)+-\d$/,

@@ -38,6 +38,15 @@ import {
   MUTATING_ACTIONS,
   type SubnetQuery,
 } from './port.js';
+import {
+  describeEnisInput,
+  describeInstancesInput,
+  describeSubnetsInput,
+  eniFilters,
+  idFilterBatches,
+  pages,
+  subnetFilters,
+} from './sdk-describe.js';
 import { Semaphore } from './semaphore.js';
 
 export interface SdkEc2Options {
@@ -50,9 +59,6 @@ export interface SdkEc2Options {
   /** Added as the `ClusterName` dimension of Ec2Errors, which the throttling alarm filters on. */
   readonly clusterName?: string;
 }
-
-/** EC2's Describe calls take at most 200 values per filter. */
-const FILTER_VALUES_MAX = 200;
 
 /**
  * The SDK's adaptive mode adds a client-side token bucket that slows down after throttling answers, on top of
@@ -69,10 +75,6 @@ function tagsOf(tags: readonly Tag[] | undefined): Record<string, string> {
 
 function toTagList(tags: Readonly<Record<string, string>>): Tag[] {
   return Object.entries(tags).map(([Key, Value]) => ({ Key, Value }));
-}
-
-function tagFilters(tags: Readonly<Record<string, string>> | undefined): Filter[] {
-  return Object.entries(tags ?? {}).map(([k, v]) => ({ Name: `tag:${k}`, Values: [v] }));
 }
 
 function toEni(n: NetworkInterface | InstanceNetworkInterface, fallback: Partial<Ec2Eni> = {}): Ec2Eni {
@@ -203,21 +205,13 @@ export class SdkEc2 implements Ec2Port {
   }
 
   async describeSubnets(query: SubnetQuery): Promise<Ec2Subnet[]> {
-    const filters: Filter[] = [...tagFilters(query.tags)];
-    if (query.vpcId) filters.push({ Name: 'vpc-id', Values: [query.vpcId] });
-    if (query.availabilityZone) filters.push({ Name: 'availability-zone', Values: [query.availabilityZone] });
+    const filters = subnetFilters(query);
     const subnets: Ec2Subnet[] = [];
-    let nextToken: string | undefined;
-    do {
-      const out = await this.call('DescribeSubnets', () =>
-        this.client.send(
-          new DescribeSubnetsCommand({
-            ...(query.subnetIds?.length ? { SubnetIds: [...query.subnetIds] } : {}),
-            ...(filters.length ? { Filters: filters } : {}),
-            ...(nextToken ? { NextToken: nextToken } : {}),
-          }),
-        ),
+    const describe = (nextToken: string | undefined) =>
+      this.call('DescribeSubnets', () =>
+        this.client.send(new DescribeSubnetsCommand(describeSubnetsInput(query, filters, nextToken))),
       );
+    for await (const out of pages(describe))
       for (const s of out.Subnets ?? [])
         subnets.push({
           subnetId: s.SubnetId ?? '',
@@ -228,45 +222,25 @@ export class SdkEc2 implements Ec2Port {
           availableIpCount: s.AvailableIpAddressCount ?? 0,
           tags: tagsOf(s.Tags),
         });
-      nextToken = out.NextToken;
-    } while (nextToken);
     return subnets;
   }
 
   async describeNetworkInterfaces(query: EniQuery): Promise<Ec2Eni[]> {
-    const filters: Filter[] = [...tagFilters(query.tags)];
-    if (query.attachedTo) filters.push({ Name: 'attachment.instance-id', Values: [query.attachedTo] });
-    if (query.subnetIds?.length) filters.push({ Name: 'subnet-id', Values: [...query.subnetIds] });
+    const filters = eniFilters(query);
     if (!query.filterEniIds) return this.eniPages(filters, query.eniIds);
-    // An empty id filter would describe every ENI of the account.
-    const ids = [...new Set(query.filterEniIds)];
     const enis: Ec2Eni[] = [];
-    for (let i = 0; i < ids.length; i += FILTER_VALUES_MAX) {
-      const batch = ids.slice(i, i + FILTER_VALUES_MAX);
-      enis.push(...(await this.eniPages([...filters, { Name: 'network-interface-id', Values: batch }])));
-    }
+    for (const idFilter of idFilterBatches('network-interface-id', query.filterEniIds))
+      enis.push(...(await this.eniPages([...filters, idFilter])));
     return enis;
   }
 
   private async eniPages(filters: readonly Filter[], eniIds?: readonly string[]): Promise<Ec2Eni[]> {
     const enis: Ec2Eni[] = [];
-    let nextToken: string | undefined;
-    do {
-      const out = await this.call('DescribeNetworkInterfaces', () =>
-        this.client.send(
-          new DescribeNetworkInterfacesCommand({
-            ...(eniIds?.length ? { NetworkInterfaceIds: [...eniIds] } : {}),
-            ...(filters.length ? { Filters: [...filters] } : {}),
-            // Paginated calls have the larger token bucket (unpaginated ones are throttled harder); EC2 refuses
-            // MaxResults beside an id list.
-            ...(eniIds?.length ? {} : { MaxResults: 1000 }),
-            ...(nextToken ? { NextToken: nextToken } : {}),
-          }),
-        ),
+    const describe = (nextToken: string | undefined) =>
+      this.call('DescribeNetworkInterfaces', () =>
+        this.client.send(new DescribeNetworkInterfacesCommand(describeEnisInput(filters, eniIds, nextToken))),
       );
-      for (const n of out.NetworkInterfaces ?? []) enis.push(toEni(n));
-      nextToken = out.NextToken;
-    } while (nextToken);
+    for await (const out of pages(describe)) for (const n of out.NetworkInterfaces ?? []) enis.push(toEni(n));
     return enis;
   }
 
@@ -389,24 +363,14 @@ export class SdkEc2 implements Ec2Port {
 
   /** Every instance among `instanceIds` EC2 knows, page by page, 200 ids per call. */
   private async eachInstancePage(instanceIds: readonly string[], visit: (instance: Instance) => void): Promise<void> {
-    const unique = [...new Set(instanceIds)];
-    for (let i = 0; i < unique.length; i += FILTER_VALUES_MAX) {
-      // A filter, not InstanceIds: one unknown id in InstanceIds fails the whole call with NotFound.
-      const ids = unique.slice(i, i + FILTER_VALUES_MAX);
-      let nextToken: string | undefined;
-      do {
-        const out: DescribeInstancesCommandOutput = await this.call('DescribeInstances', () =>
-          this.client.send(
-            new DescribeInstancesCommand({
-              Filters: [{ Name: 'instance-id', Values: ids }],
-              MaxResults: 1000,
-              ...(nextToken ? { NextToken: nextToken } : {}),
-            }),
-          ),
+    // A filter, not InstanceIds: one unknown id in InstanceIds fails the whole call with NotFound.
+    for (const idFilter of idFilterBatches('instance-id', instanceIds)) {
+      const describe = (nextToken: string | undefined) =>
+        this.call('DescribeInstances', () =>
+          this.client.send(new DescribeInstancesCommand(describeInstancesInput(idFilter, nextToken))),
         );
+      for await (const out of pages(describe))
         for (const r of out.Reservations ?? []) for (const inst of r.Instances ?? []) visit(inst);
-        nextToken = out.NextToken;
-      } while (nextToken);
     }
   }
 }

@@ -291,20 +291,12 @@ export class DynamoLeaseStore implements LeaseStore {
   async deleteNodePartition(instanceArn: string): Promise<number> {
     checkArn(instanceArn);
     return guard('delete the partition of', instanceArn, async () => {
-      const keys: Item[] = [];
-      let start: Item | undefined;
-      do {
-        const page = await this.api.query({
-          TableName: this.table,
-          KeyConditionExpression: `${A.pk} = :pk`,
-          ExpressionAttributeValues: { ':pk': str(instanceArn) },
-          ProjectionExpression: `${A.pk}, ${A.sk}`,
-          ConsistentRead: true,
-          ...(start ? { ExclusiveStartKey: start } : {}),
-        });
-        for (const item of page.Items ?? []) keys.push(item as Item);
-        start = page.LastEvaluatedKey as Item | undefined;
-      } while (start);
+      const keys = await this.t.queryAll({
+        KeyConditionExpression: `${A.pk} = :pk`,
+        ExpressionAttributeValues: { ':pk': str(instanceArn) },
+        ProjectionExpression: `${A.pk}, ${A.sk}`,
+        ConsistentRead: true,
+      });
       for (let i = 0; i < keys.length; i += BATCH_SIZE) {
         await this.t.batchDelete(keys.slice(i, i + BATCH_SIZE));
       }
@@ -342,25 +334,19 @@ export class DynamoLeaseStore implements LeaseStore {
     checkTimeMs('nowMs', nowMs);
     return guard('count the claimable leases of', instanceArn, async () => {
       let count = 0;
-      let start: Item | undefined;
-      do {
-        const page = await this.api.query({
-          TableName: this.table,
-          IndexName: CLAIMABLE_INDEX.name,
-          KeyConditionExpression: `${A.pk} = :arn AND ${A.cAt} <= :now`,
-          // A node could put `cAt` on its own node item; count leases only.
-          FilterExpression: `begins_with(${A.sk}, :prefix)`,
-          ExpressionAttributeValues: {
-            ':arn': str(instanceArn),
-            ':now': num(nowMs),
-            ':prefix': str(LEASE_SORT_PREFIX),
-          },
-          Select: 'COUNT',
-          ...(start ? { ExclusiveStartKey: start } : {}),
-        });
-        count += page.Count ?? 0;
-        start = page.LastEvaluatedKey as Item | undefined;
-      } while (start);
+      const pages = this.t.queryPages({
+        IndexName: CLAIMABLE_INDEX.name,
+        KeyConditionExpression: `${A.pk} = :arn AND ${A.cAt} <= :now`,
+        // A node could put `cAt` on its own node item; count leases only.
+        FilterExpression: `begins_with(${A.sk}, :prefix)`,
+        ExpressionAttributeValues: {
+          ':arn': str(instanceArn),
+          ':now': num(nowMs),
+          ':prefix': str(LEASE_SORT_PREFIX),
+        },
+        Select: 'COUNT',
+      });
+      for await (const page of pages) count += page.Count ?? 0;
       return count;
     });
   }

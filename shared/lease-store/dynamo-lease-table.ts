@@ -16,6 +16,9 @@ import type { HolderRef } from './port.js';
 import { CLAIMABLE_INDEX, LEASE_SORT_PREFIX } from './table.js';
 
 /** BatchWriteItem's own limit. */
+/** A query on the lease table (the table's name is added). */
+type QueryInput = Omit<Parameters<DynamoApi['query']>[0], 'TableName'>;
+
 export const BATCH_SIZE = 25;
 
 export interface LeaseTableOptions {
@@ -70,8 +73,17 @@ export class LeaseTable {
     return items[0] ? decodeLease(items[0]) : undefined;
   }
 
-  async queryAll(input: Omit<Parameters<DynamoApi['query']>[0], 'TableName'>, firstOnly = false): Promise<Item[]> {
+  async queryAll(input: QueryInput, firstOnly = false): Promise<Item[]> {
     const items: Item[] = [];
+    for await (const page of this.queryPages(input)) {
+      for (const item of page.Items ?? []) items.push(item as Item);
+      if (firstOnly && items.length > 0) break;
+    }
+    return items;
+  }
+
+  /** Every page of a query on the table, following LastEvaluatedKey until DynamoDB gives none. */
+  async *queryPages(input: QueryInput): AsyncGenerator<Awaited<ReturnType<DynamoApi['query']>>> {
     let start: Item | undefined;
     do {
       const page = await this.api.query({
@@ -79,11 +91,9 @@ export class LeaseTable {
         TableName: this.table,
         ...(start ? { ExclusiveStartKey: start } : {}),
       });
-      for (const item of page.Items ?? []) items.push(item as Item);
-      if (firstOnly && items.length > 0) break;
+      yield page;
       start = page.LastEvaluatedKey as Item | undefined;
     } while (start);
-    return items;
   }
 
   /**
@@ -99,21 +109,18 @@ export class LeaseTable {
     filter: LeaseFilter = {},
   ): Promise<{ ip: string; version: number } | undefined> {
     const only = leaseFilter(filter);
-    let start: Item | undefined;
-    do {
-      const page = await this.api.query({
-        TableName: this.table,
-        IndexName: CLAIMABLE_INDEX.name,
-        KeyConditionExpression: `${A.pk} = :arn AND ${A.cAt} <= :now`,
-        ...(only.terms.length > 0 ? { FilterExpression: only.terms.join(' AND ') } : {}),
-        ExpressionAttributeValues: { ':arn': str(instanceArn), ':now': num(nowMs), ...only.values },
-        ProjectionExpression: `${A.sk}, ${A.version}`,
-        // A local index may be read consistently (a global one may not): a lease claimed a moment ago is
-        // already gone from the answer, so no attempt is spent on it.
-        ConsistentRead: true,
-        Limit: limit + lost.size,
-        ...(start ? { ExclusiveStartKey: start } : {}),
-      });
+    const pages = this.queryPages({
+      IndexName: CLAIMABLE_INDEX.name,
+      KeyConditionExpression: `${A.pk} = :arn AND ${A.cAt} <= :now`,
+      ...(only.terms.length > 0 ? { FilterExpression: only.terms.join(' AND ') } : {}),
+      ExpressionAttributeValues: { ':arn': str(instanceArn), ':now': num(nowMs), ...only.values },
+      ProjectionExpression: `${A.sk}, ${A.version}`,
+      // A local index may be read consistently (a global one may not): a lease claimed a moment ago is
+      // already gone from the answer, so no attempt is spent on it.
+      ConsistentRead: true,
+      Limit: limit + lost.size,
+    });
+    for await (const page of pages) {
       const fresh = (page.Items ?? [])
         // Only lease items: a node could put `cAt` on its node item, which would then show up here.
         .filter((item) => item[A.sk]?.S?.startsWith(LEASE_SORT_PREFIX) === true)
@@ -123,8 +130,7 @@ export class LeaseTable {
         }))
         .filter((c) => c.ip !== '' && Number.isFinite(c.version) && !lost.has(c.ip));
       if (fresh.length > 0) return fresh[Math.floor(this.random() * fresh.length)] ?? fresh[0];
-      start = page.LastEvaluatedKey as Item | undefined;
-    } while (start);
+    }
     return undefined;
   }
 

@@ -94,6 +94,25 @@ describe('Class: DynamoLeaseStore', () => {
     });
   });
 
+  describe('pagination', () => {
+    it('follows every page of a query: listing, counting, claiming past lost addresses and deleting a partition', async () => {
+      await store.putLeases(newLeases(arn, 7), NOW_MS);
+      const pages: string[] = [];
+      // Two items a page, as DynamoDB cuts a large partition: every query must follow LastEvaluatedKey.
+      api.overrides.query = (input, real) => {
+        pages.push(input.IndexName ?? 'table');
+        return real({ ...input, Limit: Math.min(input.Limit ?? 2, 2) });
+      };
+      expect(await store.listLeases(arn)).toHaveLength(7);
+      expect(await store.countClaimable(arn, NOW_MS)).toBe(7);
+      await store.claim(arn, holder(1), NOW_MS, { checkExisting: false });
+      expect(await store.deleteNodePartition(arn)).toBe(7);
+      expect(await store.listLeases(arn)).toEqual([]);
+      expect(pages.filter((p) => p === 'table').length).toBeGreaterThanOrEqual(8);
+      expect(pages.filter((p) => p === CLAIMABLE_INDEX.name).length).toBeGreaterThanOrEqual(4);
+    });
+  });
+
   describe('races and stale reads', () => {
     it('loses cleanly on a stale index entry and claims another lease', async () => {
       await store.putLeases(newLeases(arn, 3), NOW_MS);

@@ -1,11 +1,8 @@
 import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { NewLease } from '../../shared/domain/lease.js';
-import { createSdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { ipFamilyOf } from '../../shared/ipv6.js';
-import { encodeNewLease } from '../../shared/lease-store/item-codec.js';
 import { missing } from '../support/capabilities.js';
-import { GATEWAY, NodeFixture } from './support/node-fixture.js';
+import { GATEWAY, NodeFixture, V6_GATEWAY } from './support/node-fixture.js';
 
 /**
  * A dual-stack pod (netconf `ipFamily: dual`) driven as the runtime drives the plugin, in real namespaces: one
@@ -14,34 +11,13 @@ import { GATEWAY, NodeFixture } from './support/node-fixture.js';
  * `VPC_LEASE_FIXTURE_LINK_KIND=ipvlan` inside the ipvlan VM.
  */
 const skip = missing('root', 'netns', 'go-plugins');
-const V6_SUBNET = '2600:1f18:77:1::/64';
-const V6_GATEWAY = '2600:1f18:77:1::1';
 
 describe.skipIf(skip)('vpc-lease-cni with ipFamily dual, in real network namespaces', () => {
   let f: NodeFixture;
   beforeAll(async () => {
     f = await NodeFixture.start();
     await f.seed(8);
-    // IPv6 leases as the control plane writes them (one conditional put per lease), on the same ENI.
-    const api = createSdkDynamoApi({
-      endpoint: f.dynalite.endpoint,
-      region: 'us-east-1',
-      credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
-    });
-    for (let i = 0; i < 8; i++) {
-      const lease: NewLease = {
-        instanceArn: f.arn,
-        ip: `2600:1f18:77:1:1::${(0x10 + i).toString(16)}`,
-        eniId: f.eniId,
-        deviceIndex: 1,
-        mac: f.masterMac,
-        subnetId: 'subnet-0077aa77',
-        subnetCidr: V6_SUBNET,
-        gateway: V6_GATEWAY,
-        prefix: '2600:1f18:77:1:1::/80',
-      };
-      await api.putItem({ TableName: f.tableName, Item: encodeNewLease(lease, Date.now() - 1000) });
-    }
+    await f.seedIpv6(8);
   }, 300_000);
   afterAll(async () => {
     await f?.close();

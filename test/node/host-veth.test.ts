@@ -5,7 +5,6 @@ import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HOST_FWMARK_RULE_PRIORITY, mangleRules, POD_RETURN_TABLE } from '../../node/datapath/connmark.js';
 import { hostVethName, podVethName } from '../../node/datapath/host-veth.js';
-import { loadNetnsAddon } from '../../node/datapath/native.js';
 import {
   inspectPodRouting,
   type PodRoutingSpec,
@@ -20,6 +19,7 @@ import { loadCreateRtNetlink, socketInNetns } from '../../node/datapath/rtnl.js'
 import { UndoStack } from '../../node/datapath/undo.js';
 import { silentLogger } from '../../shared/log.js';
 import { missing } from '../support/capabilities.js';
+import { ip, PrivateHost, ping } from './support/private-host.js';
 
 /**
  * The host veth (unnumbered, like lyft's unnumbered-ptp) against a real kernel, with real pings. The file's main
@@ -32,36 +32,16 @@ const HOST_IP = '10.79.0.5';
 const SERVICE_CIDR = '10.96.0.0/16';
 const SERVICE_IP = '10.96.0.10';
 
-function ip(...args: string[]): string {
-  return execFileSync('ip', args, { encoding: 'utf8' });
-}
-
-function ping(from: string | undefined, target: string): boolean {
-  const args = ['ping', '-c', '1', '-W', '2', target];
-  try {
-    if (from) execFileSync('ip', ['netns', 'exec', from, 'busybox', ...args], { stdio: 'ignore' });
-    else execFileSync('busybox', args, { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 describe.skipIf(skip)('host veth in a private host netns', () => {
   const hostNs = `vl8v-${id}`;
   const pods: string[] = [];
-  let selfFd = -1;
-  let hostFd = -1;
+  let hostNetns: PrivateHost | undefined;
   let host: RtNetlinkSocket;
   let create: Awaited<ReturnType<typeof loadCreateRtNetlink>>;
   let masterIndex = 0;
 
   beforeAll(async () => {
-    ip('netns', 'add', hostNs);
-    selfFd = openSync('/proc/thread-self/ns/net', 'r');
-    hostFd = openSync(`/var/run/netns/${hostNs}`, 'r');
-    loadNetnsAddon().setns(hostFd);
-    ip('link', 'set', 'lo', 'up');
+    hostNetns = PrivateHost.enter(hostNs);
     ip('link', 'add', 'eni1', 'type', 'veth', 'peer', 'name', 'eni1p');
     ip('link', 'add', 'boot0', 'type', 'veth', 'peer', 'name', 'boot0p');
     for (const l of ['eni1', 'eni1p', 'boot0', 'boot0p']) ip('link', 'set', l, 'up');
@@ -74,10 +54,7 @@ describe.skipIf(skip)('host veth in a private host netns', () => {
 
   afterAll(() => {
     host?.socket.close();
-    if (selfFd >= 0) loadNetnsAddon().setns(selfFd);
-    for (const ns of [...pods, hostNs]) execFileSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
-    if (hostFd >= 0) closeSync(hostFd);
-    if (selfFd >= 0) closeSync(selfFd);
+    hostNetns?.leave(pods);
   });
 
   function addPod(podIp: string): { name: string; fd: number; socket: RtNetlinkSocket; close(): void } {

@@ -1,17 +1,14 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EGRESS_CHAIN, EGRESS4_CIDR } from '../../node/datapath/egress4.js';
 import { hostVethName } from '../../node/datapath/host-veth.js';
-import { loadNetnsAddon } from '../../node/datapath/native.js';
 import { EGRESS_STEPS, ROUTING_STEPS } from '../../node/datapath/pod-routing.js';
-import type { NewLease } from '../../shared/domain/lease.js';
-import { createSdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
-import { encodeNewLease } from '../../shared/lease-store/item-codec.js';
 import { missing } from '../support/capabilities.js';
-import { NodeFixture } from './support/node-fixture.js';
+import { NodeFixture, V6_GATEWAY } from './support/node-fixture.js';
+import { ip, PrivateHost, ping } from './support/private-host.js';
 
 /**
  * IPv6 pods in L3/L3S and over the host veth, and the IPv4 egress of IPv6-only pods, driven as a runtime drives
@@ -26,24 +23,7 @@ const TABLE = '1001';
 const HOST_IP = '10.77.0.5';
 const OUTSIDE_IP = '10.77.0.1';
 const HOST_IP6 = '2600:1f18:77:0::5';
-const V6_SUBNET = '2600:1f18:77:1::/64';
-const V6_GATEWAY = '2600:1f18:77:1::1';
 const SERVICE6 = 'fd00:96::/108';
-
-function ip(...args: string[]): string {
-  return execFileSync('ip', args, { encoding: 'utf8' });
-}
-
-function ping(netnsPath: string | undefined, target: string, ...extra: string[]): boolean {
-  const args = ['busybox', target.includes(':') ? 'ping6' : 'ping', '-c', '1', '-W', '2', ...extra, target];
-  try {
-    if (netnsPath) execFileSync('ip', ['netns', 'exec', netnsPath.split('/').pop()!, ...args], { stdio: 'ignore' });
-    else execFileSync(args[0]!, args.slice(1), { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function iptables(...args: string[]): string {
   return execFileSync('iptables', ['-w', '5', ...args], { encoding: 'utf8' });
@@ -72,18 +52,12 @@ function chainRules(...args: string[]): string[] {
 describe.skipIf(skip)('vpc-lease-cni with IPv6 in L3/L3S, the host veth and IPv4 egress (private host netns)', () => {
   const hostNs = `vl9n-${id}`;
   const outsideNs = `vl9o-${id}`;
-  let selfFd = -1;
-  let hostFd = -1;
+  let host: PrivateHost | undefined;
   let f: NodeFixture;
 
   beforeAll(async () => {
-    ip('netns', 'add', hostNs);
     ip('netns', 'add', outsideNs);
-    selfFd = openSync('/proc/thread-self/ns/net', 'r');
-    hostFd = openSync(`/var/run/netns/${hostNs}`, 'r');
-    loadNetnsAddon().setns(hostFd);
-    ip('link', 'set', 'lo', 'up');
-    execFileSync('sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+    host = PrivateHost.enter(hostNs, { ipForward: true });
     ip('link', 'add', 'boot0', 'type', 'veth', 'peer', 'name', 'boot0p', 'netns', outsideNs);
     ip('addr', 'add', `${HOST_IP}/24`, 'dev', 'boot0');
     ip('addr', 'add', `${HOST_IP6}/64`, 'dev', 'boot0', 'nodad');
@@ -92,34 +66,12 @@ describe.skipIf(skip)('vpc-lease-cni with IPv6 in L3/L3S, the host veth and IPv4
     ip('-n', outsideNs, 'link', 'set', 'boot0p', 'up');
     f = await NodeFixture.start();
     await f.seed(16);
-    // IPv6 leases as the control plane writes them, on the same ENI, inside its /80.
-    const api = createSdkDynamoApi({
-      endpoint: f.dynalite.endpoint,
-      region: 'us-east-1',
-      credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
-    });
-    for (let i = 0; i < 32; i++) {
-      const lease: NewLease = {
-        instanceArn: f.arn,
-        ip: `2600:1f18:77:1:1::${(0x10 + i).toString(16)}`,
-        eniId: f.eniId,
-        deviceIndex: 1,
-        mac: f.masterMac,
-        subnetId: 'subnet-0077aa77',
-        subnetCidr: V6_SUBNET,
-        gateway: V6_GATEWAY,
-        prefix: '2600:1f18:77:1:1::/80',
-      };
-      await api.putItem({ TableName: f.tableName, Item: encodeNewLease(lease, Date.now() - 1000) });
-    }
+    await f.seedIpv6(32);
   }, 120_000);
 
   afterAll(async () => {
     await f?.close();
-    if (selfFd >= 0) loadNetnsAddon().setns(selfFd);
-    for (const ns of [hostNs, outsideNs]) execFileSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
-    if (hostFd >= 0) closeSync(hostFd);
-    if (selfFd >= 0) closeSync(selfFd);
+    host?.leave([outsideNs]);
   });
 
   const conf = (ipFamily: string, mode: string) =>

@@ -1,13 +1,12 @@
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hostVethName } from '../../node/datapath/host-veth.js';
-import { loadNetnsAddon } from '../../node/datapath/native.js';
 import { ROUTING_STEPS } from '../../node/datapath/pod-routing.js';
 import { missing } from '../support/capabilities.js';
 import { NodeFixture } from './support/node-fixture.js';
+import { ip, PrivateHost, ping } from './support/private-host.js';
 
 /**
  * The plugin in L3/L3S with the host veth, driven as a runtime drives it (a process per call, env + stdin), with
@@ -20,34 +19,13 @@ const id = randomBytes(3).toString('hex');
 const TABLE = '1001';
 const HOST_IP = '10.77.0.5';
 
-function ip(...args: string[]): string {
-  return execFileSync('ip', args, { encoding: 'utf8' });
-}
-
-function ping(netnsPath: string | undefined, target: string): boolean {
-  const args = ['busybox', 'ping', '-c', '1', '-W', '2', target];
-  try {
-    if (netnsPath) execFileSync('ip', ['netns', 'exec', netnsPath.split('/').pop()!, ...args], { stdio: 'ignore' });
-    else execFileSync(args[0]!, args.slice(1), { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 describe.skipIf(skip)('vpc-lease-cni in L3/L3S with the host veth (private host netns)', () => {
   const hostNs = `vl8n-${id}`;
-  let selfFd = -1;
-  let hostFd = -1;
+  let host: PrivateHost | undefined;
   let f: NodeFixture;
 
   beforeAll(async () => {
-    ip('netns', 'add', hostNs);
-    selfFd = openSync('/proc/thread-self/ns/net', 'r');
-    hostFd = openSync(`/var/run/netns/${hostNs}`, 'r');
-    loadNetnsAddon().setns(hostFd);
-    ip('link', 'set', 'lo', 'up');
-    execFileSync('sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+    host = PrivateHost.enter(hostNs, { ipForward: true });
     ip('link', 'add', 'boot0', 'type', 'veth', 'peer', 'name', 'boot0p');
     ip('addr', 'add', `${HOST_IP}/24`, 'dev', 'boot0');
     ip('link', 'set', 'boot0', 'up');
@@ -58,10 +36,7 @@ describe.skipIf(skip)('vpc-lease-cni in L3/L3S with the host veth (private host 
 
   afterAll(async () => {
     await f?.close();
-    if (selfFd >= 0) loadNetnsAddon().setns(selfFd);
-    execFileSync('ip', ['netns', 'del', hostNs], { stdio: 'ignore' });
-    if (hostFd >= 0) closeSync(hostFd);
-    if (selfFd >= 0) closeSync(selfFd);
+    host?.leave();
   });
 
   const conf = (mode: string) => f.netconf('1.1.0', { mode, serviceCidrs: ['10.96.0.0/16'] });

@@ -1,9 +1,7 @@
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, openSync } from 'node:fs';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadNetnsAddon } from '../../node/datapath/native.js';
 import {
   inspectPodRouting,
   type PodRoutingSpec,
@@ -18,6 +16,7 @@ import { loadCreateRtNetlink, socketInNetns } from '../../node/datapath/rtnl.js'
 import { UndoStack } from '../../node/datapath/undo.js';
 import { silentLogger } from '../../shared/log.js';
 import { missing } from '../support/capabilities.js';
+import { ip, PrivateHost } from './support/private-host.js';
 
 /**
  * The L3/L3S half of the datapath against a real kernel: per-ENI tables and per-pod rules. The whole file runs
@@ -30,10 +29,6 @@ const id = randomBytes(3).toString('hex');
 const GATEWAY = '10.78.0.1';
 const DEVICE_INDEX = 2;
 const TABLE = tableForDevice(DEFAULT_ROUTE_TABLE_BASE, DEVICE_INDEX);
-
-function ip(...args: string[]): string {
-  return execFileSync('ip', args, { encoding: 'utf8' });
-}
 
 describe('route tables: numbering and metrics', () => {
   it('numbers tables from the base by device index and refuses the boot ENI and reserved ids', () => {
@@ -52,19 +47,12 @@ describe('route tables: numbering and metrics', () => {
 describe.skipIf(skip)('L3/L3S tables and rules in a private host netns', () => {
   const hostNs = `vl8r-${id}`;
   const pods: string[] = [];
-  let selfFd = -1;
-  let hostFd = -1;
+  let hostNetns: PrivateHost | undefined;
   let host: RtNetlinkSocket;
   let masterIndex = 0;
 
   beforeAll(async () => {
-    ip('netns', 'add', hostNs);
-    selfFd = openSync('/proc/thread-self/ns/net', 'r');
-    hostFd = openSync(`/var/run/netns/${hostNs}`, 'r');
-    loadNetnsAddon().setns(hostFd);
-    ip('link', 'set', 'lo', 'up');
-    // As on a Kubernetes node; without it `ip route get … iif` answers for forwarded packets with EHOSTUNREACH.
-    execFileSync('sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+    hostNetns = PrivateHost.enter(hostNs, { ipForward: true });
     ip('link', 'add', 'eni1', 'type', 'veth', 'peer', 'name', 'eni1p');
     ip('link', 'set', 'eni1', 'up');
     ip('link', 'set', 'eni1p', 'up');
@@ -74,10 +62,7 @@ describe.skipIf(skip)('L3/L3S tables and rules in a private host netns', () => {
 
   afterAll(() => {
     host?.socket.close();
-    if (selfFd >= 0) loadNetnsAddon().setns(selfFd);
-    for (const ns of [...pods, hostNs]) execFileSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
-    if (hostFd >= 0) closeSync(hostFd);
-    if (selfFd >= 0) closeSync(selfFd);
+    hostNetns?.leave(pods);
   });
 
   /** A pod netns with a macvlan on the ENI carrying `podIp`/24. */

@@ -10,6 +10,7 @@ import type { Lease } from '../../shared/domain/lease.js';
 import { parseManifest } from '../infra/support/manifest.js';
 import { NodeFixture } from '../node/support/node-fixture.js';
 import { ensureTool } from '../tools/build.js';
+import { type AgentCounts, agentCounts, interruptedWave, sample, type WaveNode } from './support/agent-wave.js';
 import { criMissing } from './support/cri-capabilities.js';
 import { CriRuntime } from './support/cri-runtime.js';
 import { CriPod, type PodOptions, type PodSpec } from './support/pod-cri.js';
@@ -56,25 +57,6 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, timeo
   }
 }
 
-/** Sum of the samples of `name` whose labels include `labels`, from a text exposition. */
-function sample(exposition: string, name: string, labels: Record<string, string>): number {
-  let sum = 0;
-  for (const line of exposition.split('\n')) {
-    const m = /^([a-z_]+)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (!m || m[1] !== name) continue;
-    const have = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
-    if (Object.entries(labels).every(([k, v]) => have[k] === v)) sum += Number(m[3]);
-  }
-  return sum;
-}
-
-interface Counts {
-  readonly agentAdds: number;
-  readonly agentDels: number;
-  readonly fallbackAdds: number;
-  readonly fallbackDels: number;
-}
-
 describe.skipIf(skip)('the agent as the DaemonSet runs it, under containerd 2.x, serving pods through the shim', () => {
   let fixture: NodeFixture;
   let runtime: CriRuntime;
@@ -118,28 +100,14 @@ describe.skipIf(skip)('the agent as the DaemonSet runs it, under containerd 2.x,
     return url;
   }
 
-  async function counts(url = metricsUrl): Promise<Counts> {
-    const text = await (await fetch(url)).text();
-    // Every command the agent ran, whatever its result, is one observation of its duration on the agent path.
-    const viaAgent = (command: string) =>
-      sample(text, 'vpc_lease_cni_request_duration_seconds_count', { command, path: 'agent' });
-    const fallback = (command: string) => sample(text, 'vpc_lease_fallback_executions_total', { command });
-    return {
-      agentAdds: viaAgent('ADD'),
-      agentDels: viaAgent('DEL'),
-      fallbackAdds: fallback('ADD'),
-      fallbackDels: fallback('DEL'),
-    };
-  }
-
   /**
    * Scrapes until the plugins' fallback records are all counted (the agent drains them in two steps at least a
    * second apart: node/README.md, "Fallback executions"), then returns the counts.
    */
-  async function settledCounts(what: string): Promise<Counts> {
+  async function settledCounts(what: string): Promise<AgentCounts> {
     const records = join(dataDir, 'fallback-records.jsonl');
     return until(`${what}: fallback records counted`, async () => {
-      const c = await counts();
+      const c = agentCounts(await (await fetch(metricsUrl)).text());
       const left = await runtime.containerd.inNamespace([
         'sh',
         '-c',
@@ -360,67 +328,61 @@ describe.skipIf(skip)('the agent as the DaemonSet runs it, under containerd 2.x,
     expect(touched.map((l) => l.ip).sort()).toEqual(claimed.map((l) => l.ip).sort());
   }
 
-  const names = (tag: string, n: number): string[] => Array.from({ length: n }, (_, i) => `${tag}-${i}`);
+  const node: WaveNode = {
+    settledCounts,
+    leases,
+    startAll,
+    restartAgent: async () => {
+      metricsUrl = await startAgent(agentPod);
+    },
+    expectOneLeaseEach,
+    addsBy,
+    expectNoLeak,
+  };
 
   it('the agent killed mid-ADD (SIGKILL after its claim; a crash): the fallback finishes it on the same lease, no duplicate, no leak', async () => {
-    await settledCounts('kill: before');
-    const before = new Map((await leases()).map((l) => [l.ip, l.state as string]));
-    // A new agent container that blocks right after its first claim: that ADD is in the agent when it dies.
-    await agentPod.stop('agent', 0);
-    await startAgent(agentPod, { VPC_LEASE_TEST_HANG_AT: 'claim' });
-    const retried: string[] = [];
-    const wave = names('kill', 3);
-    const first = startAll(wave, retried);
-    const hung = await until('kill: the agent holds a claim', async () =>
-      (await leases()).find((l) => l.state === 'CLAIMED' && wave.includes(l.holder?.podName ?? '')),
-    );
-    await agentPod.stop('agent', 0);
-    const [firstIds, url] = await Promise.all([first, startAgent(agentPod)]);
-    metricsUrl = url;
-    const later = names('kill-after', 1);
-    const ids = new Map([...firstIds, ...(await startAll(later, retried))]);
-    const claimed = await expectOneLeaseEach(ids);
-    // The ADD the agent died in kept its lease: the fallback found it by holder instead of claiming another.
-    expect(claimed.find((l) => l.holder?.podName === hung.holder?.podName)?.ip).toBe(hung.ip);
-    const now = await settledCounts('kill: after');
-    const ran = await addsBy(ids.values());
-    // The wave ran in fallback (the hung agent accepted nothing more); the new agent served the later pods.
-    expect(ran).toEqual({ agent: later.length, fallback: wave.length });
-    expect(now.fallbackAdds).toBe(wave.length);
-    expect(now.agentAdds).toBe(later.length);
-    process.stderr.write(`agent-cri kill: ${ids.size} pods, ${retried.length} retried, ${JSON.stringify(now)}\n`);
-    await expectNoLeak(ids, before, claimed);
+    let hung: Lease | undefined;
+    const prepare = async () => {
+      // A new agent container that blocks right after its first claim: that ADD is in the agent when it dies.
+      await agentPod.stop('agent', 0);
+      await startAgent(agentPod, { VPC_LEASE_TEST_HANG_AT: 'claim' });
+    };
+    const interrupt = async (wave: readonly string[]) => {
+      hung = await until('kill: the agent holds a claim', async () =>
+        (await leases()).find((l) => l.state === 'CLAIMED' && wave.includes(l.holder?.podName ?? '')),
+      );
+      await agentPod.stop('agent', 0);
+      return new Map<string, string>();
+    };
+    await interruptedWave(node, 'kill', { prepare, interrupt }, async ({ wave, later, claimed, now, ran }) => {
+      // The ADD the agent died in kept its lease: the fallback found it by holder instead of claiming another.
+      expect(claimed.find((l) => l.holder?.podName === hung!.holder?.podName)?.ip).toBe(hung!.ip);
+      // The wave ran in fallback (the hung agent accepted nothing more); the new agent served the later pods.
+      expect(ran).toEqual({ agent: later.length, fallback: wave.length });
+      expect(now.fallbackAdds).toBe(wave.length);
+      expect(now.agentAdds).toBe(later.length);
+    });
   }, 180_000);
 
   it("a rolling update (SIGTERM, the manifest's grace period) while pods start: each ADD succeeds or is retryable, none in the gap is lost", async () => {
-    await settledCounts('term: before');
-    const before = new Map((await leases()).map((l) => [l.ip, l.state as string]));
-    const retried: string[] = [];
-    const wave = names('term', 3);
-    const first = startAll(wave, retried);
-    await until('term: first claim of the wave', async () =>
-      (await leases()).some((l) => l.state === 'CLAIMED' && wave.includes(l.holder?.podName ?? '')) ? true : undefined,
-    );
-    await agentPod.stop('agent');
-    // The gap between the old agent's exit and the new one's start: the shims run the plugin.
-    const gap = names('term-gap', 1);
-    const gapIds = await startAll(gap, retried);
-    const [firstIds, url] = await Promise.all([first, startAgent(agentPod)]);
-    metricsUrl = url;
-    const later = names('term-after', 1);
-    const ids = new Map([...firstIds, ...gapIds, ...(await startAll(later, retried))]);
-    const claimed = await expectOneLeaseEach(ids);
-    const now = await settledCounts('term: after');
-    const ran = await addsBy(ids.values());
-    expect(ran.agent + ran.fallback).toBe(ids.size);
-    expect((await addsBy(gapIds.values())).fallback).toBe(gap.length);
-    expect((await addsBy(later.map((n) => ids.get(n)!))).agent).toBe(later.length);
-    // Every ADD the old agent did not run was counted by the new one, from the fallback records.
-    expect(now.fallbackAdds).toBe(ran.fallback);
-    process.stderr.write(
-      `agent-cri term: ${ids.size} pods, ${retried.length} retried, ${JSON.stringify(now)}, ran ${JSON.stringify(ran)}\n`,
-    );
-    await expectNoLeak(ids, before, claimed);
+    const gap = ['term-gap-0'];
+    const interrupt = async (wave: readonly string[], retried: string[]) => {
+      await until('term: first claim of the wave', async () =>
+        (await leases()).some((l) => l.state === 'CLAIMED' && wave.includes(l.holder?.podName ?? ''))
+          ? true
+          : undefined,
+      );
+      await agentPod.stop('agent');
+      // The gap between the old agent's exit and the new one's start: the shims run the plugin.
+      return startAll(gap, retried);
+    };
+    await interruptedWave(node, 'term', { interrupt }, async ({ later, gapIds, ids, now, ran }) => {
+      expect(ran.agent + ran.fallback).toBe(ids.size);
+      expect((await addsBy(gapIds.values())).fallback).toBe(gap.length);
+      expect((await addsBy(later.map((n) => ids.get(n)!))).agent).toBe(later.length);
+      // Every ADD the old agent did not run was counted by the new one, from the fallback records.
+      expect(now.fallbackAdds).toBe(ran.fallback);
+    });
   }, 180_000);
 
   it('control: the same agent without HostToContainer on the netns mounts cannot enter a new pod netns, and the ADD fails', async () => {

@@ -42,6 +42,10 @@ export interface RunOptions {
 
 export const SUBNET_CIDR = '10.77.0.0/24';
 export const GATEWAY = '10.77.0.1';
+/** The ENI's IPv6 subnet and its /80, from which seedIpv6 writes leases. */
+export const V6_SUBNET_CIDR = '2600:1f18:77:1::/64';
+export const V6_GATEWAY = '2600:1f18:77:1::1';
+export const V6_PREFIX = '2600:1f18:77:1:1::/80';
 
 function hex(bytes: number): string {
   return randomBytes(bytes).toString('hex');
@@ -118,19 +122,33 @@ export class NodeFixture {
   }
 
   /** Seeds `count` FREE leases on the ENI, 10.77.0.10 upwards. */
-  async seed(count: number, from = 10): Promise<string[]> {
-    const leases: NewLease[] = Array.from({ length: count }, (_, i) => ({
+  seed(count: number, from = 10): Promise<string[]> {
+    const ips = Array.from({ length: count }, (_, i) => `10.77.0.${from + i}`);
+    return this.seedOnEni(ips, { subnetCidr: SUBNET_CIDR, gateway: GATEWAY });
+  }
+
+  /** Seeds `count` FREE IPv6 leases in the ENI's /80, ::10 upwards, beside the IPv4 ones. */
+  seedIpv6(count: number): Promise<string[]> {
+    const ips = Array.from({ length: count }, (_, i) => `2600:1f18:77:1:1::${(0x10 + i).toString(16)}`);
+    return this.seedOnEni(ips, { subnetCidr: V6_SUBNET_CIDR, gateway: V6_GATEWAY, prefix: V6_PREFIX });
+  }
+
+  /** FREE leases as the control plane writes them (one conditional put each), claimable a second ago. */
+  private async seedOnEni(
+    ips: readonly string[],
+    placement: Pick<NewLease, 'subnetCidr' | 'gateway' | 'prefix'>,
+  ): Promise<string[]> {
+    const leases: NewLease[] = ips.map((ip) => ({
       instanceArn: this.arn,
-      ip: `10.77.0.${from + i}`,
+      ip,
       eniId: this.eniId,
       deviceIndex: 1,
       mac: this.masterMac,
       subnetId: 'subnet-0077aa77',
-      subnetCidr: SUBNET_CIDR,
-      gateway: GATEWAY,
+      ...placement,
     }));
     await this.store.putLeases(leases, Date.now() - 1000);
-    return leases.map((l) => l.ip);
+    return [...ips];
   }
 
   /** Creates the node item in `phase`, or moves it there (what the lifecycle and drain handlers write). */
