@@ -53,9 +53,11 @@ export function ec2BucketRates(share: BudgetShare = {}, accountBuckets: Ec2Bucke
   const rateFactor = (share.rateShare ?? 1) * (share.rateScale ?? 1);
   return (key) => {
     const figure = bucketFor(key, accountBuckets);
+    const bucket = Math.max(1, Math.floor(figure.bucket * bucketShare));
     return {
-      bucket: Math.max(1, Math.floor(figure.bucket * bucketShare)),
+      bucket,
       refillPerSecond: figure.refillPerSecond * rateFactor,
+      heldBackTokens: Math.max(1, figure.bucket - bucket),
     };
   };
 }

@@ -17,6 +17,11 @@ export interface BucketRate {
   /** Tokens the bucket holds when full. */
   readonly bucket: number;
   readonly refillPerSecond: number;
+  /**
+   * Tokens of EC2's bucket the budget does not hand out (ec2BucketRates): so many refill intervals late a held
+   * ticket may still be used without overdrawing EC2's bucket. Absent: the budget's `ticketGraceTokens`.
+   */
+  readonly heldBackTokens?: number;
 }
 
 export type TakeResult =
@@ -154,9 +159,10 @@ export interface RateBudgetOptions {
   /** How long a call sleeps for a ticket it holds, whatever the invocation's bound (default 4 s). */
   readonly ticketWaitMs?: number;
   /**
-   * How late a ticket may still be used, in the bucket's refill intervals (default 10: 2 s at 5/s): the part
-   * of Attach's burst the budget keeps back (a fifth of 50), so a little lateness never overdraws EC2's
-   * bucket; in tokens, so a local cloud's faster refill shortens it alike.
+   * How late a ticket may still be used, in the bucket's refill intervals (default: the rate's
+   * `heldBackTokens`, else 10): the part of EC2's burst the budget keeps back, so a little lateness never
+   * overdraws EC2's bucket — a raised bucket keeps more back and so tolerates as much lateness in seconds as
+   * the published one; in tokens, so a local cloud's faster refill shortens it alike.
    */
   readonly ticketGraceTokens?: number;
 }
@@ -255,7 +261,8 @@ export class RateBudget {
   private dropLateTickets(state: CallState, key: string): void {
     const held = state.tickets.get(key);
     if (!held?.length) return;
-    const graceMs = (this.options.ticketGraceTokens ?? 10) * intervalMs(this.options.rateOf(key));
+    const rate = this.options.rateOf(key);
+    const graceMs = (this.options.ticketGraceTokens ?? rate.heldBackTokens ?? 10) * intervalMs(rate);
     const oldestUsableMs = this.options.clock.nowMs() - graceMs;
     const late = held.filter((t) => t < oldestUsableMs).length;
     if (late === 0) return;

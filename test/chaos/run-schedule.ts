@@ -15,7 +15,7 @@ import { FILL_POD_TAG, fillSubnet, seedFillSubnets } from './fill-subnets.js';
 import { HooklessFleet } from './hookless-fleet.js';
 import { runKubeletLoops } from './kubelet.js';
 import { observerOf } from './observer.js';
-import { launchOutcomeViolations } from './outcomes.js';
+import { fillOutcomeViolations, launchOutcomeViolations } from './outcomes.js';
 import type { ChaosSchedule } from './schedule.js';
 import { ChaosTrail, DEFAULT_TRAIL_DIR } from './trail.js';
 
@@ -232,9 +232,17 @@ export async function runSchedule(
     // Read before the scale-in turns every node GONE: how each launch ended.
     const nodesAtSettle = await observer.store.listNodes();
     violations.push(...launchOutcomeViolations({ hookResults: c.outcomes, nodes: nodesAtSettle, victim }));
-    const abandonedNow = c.outcomes.filter((o) => o.result === 'ABANDON').length;
-    if (fill && abandonedNow > 0)
-      violations.push(`full subnets: ${abandonedNow} launch(es) abandoned though ${fill.spare} had room for them`);
+    if (fill) {
+      // The harness's own read of the room left (EC2's count), past any fault the schedule still injects.
+      const subnets = c.cloud.ec2.admin
+        .snapshot()
+        .subnets.filter((s) => [fill.filled, fill.spare].includes(s.subnetId));
+      const freeAddresses = Object.fromEntries(subnets.map((s) => [s.subnetId, s.availableIpAddressCount]));
+      const minLeases = c.deps.config.minLeases;
+      violations.push(
+        ...fillOutcomeViolations({ hookResults: c.outcomes, nodes: nodesAtSettle, victim, freeAddresses, minLeases }),
+      );
+    }
     // A fragmented subnet still shows the most free addresses: a later launch must have met its refusal.
     const refusedNodes = nodesAtSettle.filter((n) => (n.subnetRefusals ?? []).length > 0);
     if (schedule.fillSubnets === 'fragment' && refusedNodes.length === 0)

@@ -38,7 +38,7 @@ describe('An account’s own EC2 buckets', () => {
   it('more than halve the wait for the 1,000th Attach token when the Attach bucket is doubled', () => {
     const published = ec2BucketRates()('AttachNetworkInterface');
     const raised = ec2BucketRates({}, RAISED_ATTACH)('AttachNetworkInterface');
-    expect(raised).toEqual({ bucket: 80, refillPerSecond: 10 });
+    expect(raised).toEqual({ bucket: 80, refillPerSecond: 10, heldBackTokens: 20 });
     const start = (rate: typeof raised) => tokenStartMs(rate, 0, 1000, 0);
     // The budget hands out four fifths of each burst: 40 of 50 published, 80 of 100 raised.
     expect(start(published)).toBe(((1000 - 40) / 5) * 1000);

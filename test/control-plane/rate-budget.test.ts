@@ -295,6 +295,31 @@ describe('RateBudget tickets: declared calls reserved at once, carried across a 
     expect(budget.stats).toMatchObject({ ticketsExpired: 1, ticketsUsed: 2 });
   });
 
+  it("tolerates as much lateness in seconds at a raised bucket as at AWS's: the grace is the part held back", async () => {
+    /** A ticket of Attach used `lateMs` after its time, at the account's figure `raised` (or AWS's). */
+    const lateTicket = async (lateMs: number, raised?: Record<string, BucketRate>) => {
+      const clock = new ManualClock(T0);
+      const budget = new RateBudget({
+        store: new MemoryRateBudgetStore(),
+        clock,
+        rateOf: ec2BucketRates({}, raised),
+        sleep: async () => {},
+      });
+      clock.advance(lateMs);
+      const ticket = T0;
+      await invocation(clock, T0, () => budget.acquire('AttachNetworkInterface', 'AttachNetworkInterface'), {
+        AttachNetworkInterface: [ticket],
+      });
+      return budget.stats.ticketsExpired;
+    };
+    const doubled = { AttachNetworkInterface: { bucket: 100, refillPerSecond: 10 } };
+    // AWS's 50 at 5/s: 10 tokens held back, 2 s. Doubled, 100 at 10/s: 20 held back, still 2 s (not 10 × 0.1 s).
+    expect(await lateTicket(1_900)).toBe(0);
+    expect(await lateTicket(2_100)).toBe(1);
+    expect(await lateTicket(1_900, doubled)).toBe(0);
+    expect(await lateTicket(2_100, doubled)).toBe(1);
+  });
+
   it('sleeps for a held ticket past the invocation bound when it is within ticketWaitMs', async () => {
     const clock = new ManualClock(T0);
     const slept: number[] = [];
@@ -340,13 +365,14 @@ describe('RateBudget tickets: declared calls reserved at once, carried across a 
 describe('Function: ec2BucketRates', () => {
   it("reads EC2's published figures, keeps a fifth of each burst back and follows a local cloud's time scale", () => {
     const rates = ec2BucketRates();
-    expect(rates('AttachNetworkInterface')).toEqual({ bucket: 40, refillPerSecond: 5 });
-    expect(rates('CreateTags')).toEqual({ bucket: 80, refillPerSecond: 10 });
-    expect(rates('DescribeSubnets')).toEqual({ bucket: 80, refillPerSecond: 20 });
-    expect(rates('SomethingElse')).toEqual({ bucket: 40, refillPerSecond: 5 });
+    expect(rates('AttachNetworkInterface')).toEqual({ bucket: 40, refillPerSecond: 5, heldBackTokens: 10 });
+    expect(rates('CreateTags')).toEqual({ bucket: 80, refillPerSecond: 10, heldBackTokens: 20 });
+    expect(rates('DescribeSubnets')).toEqual({ bucket: 80, refillPerSecond: 20, heldBackTokens: 20 });
+    expect(rates('SomethingElse')).toEqual({ bucket: 40, refillPerSecond: 5, heldBackTokens: 10 });
     expect(ec2BucketRates({ rateScale: 20, rateShare: 0.5 })('CreateNetworkInterface')).toEqual({
       bucket: 80,
       refillPerSecond: 50,
+      heldBackTokens: 20,
     });
   });
 });
