@@ -139,7 +139,10 @@ describe('A launch with an inline attach wait (deps.attachWaitMs)', () => {
 
   it('finishes in one invocation instead of re-enqueuing behind newer events', async () => {
     const requeuing = h.launchInstance('m5.large');
+    // Held, so a slow machine cannot let the 300 ms attachments finish before the handler's look.
+    h.sim.admin.pauseAttachments();
     await createLifecycleRecordHandler(h.deps())(launchEventBody(requeuing));
+    h.sim.admin.resumeAttachments();
     expect(h.requeue.queued.map((q) => JSON.parse(q.body).vpcLease.reason)).toEqual(['attachments in progress']);
     expect(h.autoScaling.resultFor(requeuing)).toEqual([]);
 
