@@ -223,9 +223,11 @@ export async function setupPodRouting(
   const egressDir = v4 === undefined ? spec.hostVeth.egress4Dir : undefined;
   let egress: string | undefined;
   if (egressDir !== undefined) {
-    const ip = claimEgressAddress(egressDir, spec.hostVeth.containerId, spec.ifName);
+    const { containerId } = spec.hostVeth;
+    // Pushed first: a claim that fails half-way (its index written, no address) is cleaned too.
+    undo.push('claim-egress', () => releaseEgressAddress(egressDir, containerId, spec.ifName));
+    const ip = claimEgressAddress(egressDir, containerId, spec.ifName);
     egress = ip;
-    undo.push('claim-egress', () => releaseEgressAddress(egressDir, ip));
     await addEgressAddress(s.pod, pair.podIndex, ip);
     fault('claim-egress');
   }
