@@ -147,7 +147,10 @@ export function nthAddress(prefix: string, n: bigint | number): string {
   return formatIpv6(p.network + index);
 }
 
-/** The VPC router of an IPv6 subnet: the /64's base + 1, as IPv4's network + 1. */
+/**
+ * The VPC router of an IPv6 subnet: the /64's base + 1, as IPv4's network + 1 ("Reserved by AWS for the VPC
+ * router", docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html); the router also answers at fe80:ec2::1.
+ */
 export function ipv6SubnetGateway(subnetCidr: string): string {
   return nthAddress(subnetCidr, 1);
 }

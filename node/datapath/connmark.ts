@@ -111,7 +111,7 @@ const STDERR_MAX_BYTES = 4_096;
  * netns right away (the fork is part of spawn(), so the switch around it is enough) and its exit awaited later.
  * The agent serves many pods at once; a synchronous spawn would stop every other call for the child's lifetime.
  */
-function spawnInNetns(
+export function spawnInNetns(
   podNsFd: number,
   command: readonly string[],
   args: readonly string[],

@@ -10,6 +10,7 @@ import {
   POD_RETURN_TABLE,
   podRules,
   run,
+  spawnInNetns,
 } from './connmark.js';
 import { HOST_VETH_LINK_LOCAL } from './host-veth.js';
 import { inNetns } from './native.js';
@@ -37,11 +38,16 @@ function restore6(input: string): { status: number; stderr: string } {
   return run(iptablesCommand('ip6tables-restore'), [...WAIT, '--noflush'], input);
 }
 
-/** Installs the pod-side IPv6 mark rules (one ip6tables-restore). */
-export function installPodConnmark6(podNsFd: number, podVeth: string): void {
+/**
+ * Installs the pod-side IPv6 mark rules as startInstallPodConnmark does IPv4's: one ip6tables-restore forked now
+ * and finished in the background, which the caller awaits before the pod counts as ready.
+ */
+export function startInstallPodConnmark6(podNsFd: number, podVeth: string): Promise<void> {
   const input = ['*mangle', ...podRules(podVeth).map((r) => `-A ${r}`), 'COMMIT', ''].join('\n');
-  const res = inNetns(podNsFd, () => restore6(input));
-  if (res.status !== 0) throw new IptablesError(`failed to install the pod IPv6 connmark rules: ${res.stderr.trim()}`);
+  return spawnInNetns(podNsFd, iptablesCommand('ip6tables-restore'), [...WAIT, '--noflush'], input).then((res) => {
+    if (res.status !== 0)
+      throw new IptablesError(`failed to install the pod IPv6 connmark rules: ${res.stderr.trim()}`);
+  });
 }
 
 /** Removes them; rules already gone are fine (DEL and undo are idempotent). */

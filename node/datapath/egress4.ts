@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import { formatIpv4, parseCidr } from '../../shared/ipv4.js';
 import { IptablesError, iptablesCommand, run } from './connmark.js';
@@ -33,49 +33,77 @@ function attachmentKey(containerId: string, ifName: string): string {
   return `${containerId}/${ifName}`;
 }
 
-/** The address this attachment holds, if any (a repeated ADD, DEL). */
-export function findEgressAddress(dir: string, containerId: string, ifName: string): string | undefined {
-  const key = attachmentKey(containerId, ifName);
-  let names: string[];
+/** Beside the addresses' directory: one file per attachment naming the one address it may hold. */
+function indexFile(dir: string, containerId: string, ifName: string): string {
+  return join(`${dir}-index`, `${containerId}~${ifName}`);
+}
+
+/** A file's text; undefined when it does not exist (released, or never written). */
+function readIfThere(path: string): string | undefined {
   try {
-    names = readdirSync(dir);
-  } catch {
-    return undefined;
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
   }
-  return names.find((name) => {
-    try {
-      return readFileSync(join(dir, name), 'utf8') === key;
-    } catch {
-      return false; // released meanwhile
-    }
-  });
+}
+
+function holds(dir: string, ip: string, key: string): boolean {
+  return readIfThere(join(dir, ip)) === key;
+}
+
+/** The address this attachment holds, if any (a repeated ADD, CHECK, DEL): its index, then that address's file. */
+export function findEgressAddress(dir: string, containerId: string, ifName: string): string | undefined {
+  const ip = readIfThere(indexFile(dir, containerId, ifName));
+  return ip !== undefined && holds(dir, ip, attachmentKey(containerId, ifName)) ? ip : undefined;
+}
+
+/** The address file, created exclusively (the lock between plugin processes, as host-local's); true if ours. */
+function tryClaim(dir: string, ip: string, key: string): boolean {
+  try {
+    writeFileSync(join(dir, ip), key, { flag: 'wx', mode: 0o600 });
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    return holds(dir, ip, key); // a claim this attachment made before it crashed
+  }
+}
+
+/** Where the attachment's search starts: a hash of it, so concurrent ADDs rarely probe the same files. */
+export function egressSearchStart(containerId: string, ifName: string): number {
+  return createHash('sha256').update(attachmentKey(containerId, ifName)).digest().readUInt32BE(0) % SLOTS;
 }
 
 /**
- * A node-unique address for the attachment: one file per address, created exclusively, so the file system is
- * the lock between concurrent plugin processes (as host-local's). The search starts at a hash of the attachment,
- * so concurrent ADDs rarely probe the same files.
+ * A node-unique address for the attachment, found with one read when it has one. Each candidate is written to
+ * the attachment's index (atomically, by rename) before its address file is created, so whatever a crash leaves,
+ * the index names the only address the attachment can hold: the next ADD reuses it and DEL releases it.
  */
 export function claimEgressAddress(dir: string, containerId: string, ifName: string): string {
+  const index = indexFile(dir, containerId, ifName);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const own = findEgressAddress(dir, containerId, ifName);
-  if (own) return own;
+  mkdirSync(dirname(index), { recursive: true, mode: 0o700 });
   const key = attachmentKey(containerId, ifName);
-  const start = createHash('sha256').update(key).digest().readUInt32BE(0) % SLOTS;
+  const recorded = readIfThere(index);
+  if (recorded !== undefined && tryClaim(dir, recorded, key)) return recorded;
+  const start = egressSearchStart(containerId, ifName);
   for (let i = 0; i < SLOTS; i++) {
     const ip = formatIpv4(range.network + 1 + ((start + i) % SLOTS));
-    try {
-      writeFileSync(join(dir, ip), key, { flag: 'wx', mode: 0o600 });
-      return ip;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    }
+    if (ip === recorded || existsSync(join(dir, ip))) continue;
+    const tmp = `${index}.${process.pid}.tmp`;
+    writeFileSync(tmp, ip, { mode: 0o600 });
+    renameSync(tmp, index);
+    if (tryClaim(dir, ip, key)) return ip;
   }
   throw new IptablesError(`no free IPv4 egress address in ${EGRESS4_CIDR}`);
 }
 
-export function releaseEgressAddress(dir: string, ip: string): void {
-  rmSync(join(dir, ip), { force: true });
+/** Gives the attachment's address back (only if it holds it), then its index: DEL, GC and ADD's undo. */
+export function releaseEgressAddress(dir: string, containerId: string, ifName: string): void {
+  const index = indexFile(dir, containerId, ifName);
+  const ip = readIfThere(index);
+  if (ip !== undefined && holds(dir, ip, attachmentKey(containerId, ifName))) rmSync(join(dir, ip), { force: true });
+  rmSync(index, { force: true });
 }
 
 function podEgressRules(hostVeth: string, ip: string): { filter: string[]; nat: string[] } {

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { closeSync } from 'node:fs';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import type { LinkMessage } from 'netlink/dist/rt/structs.js';
@@ -45,7 +44,7 @@ import {
   u16le,
   u32le,
 } from './rtnl.js';
-import { deletePodLink } from './teardown.js';
+import { deletePodLink, tempLinkName } from './teardown.js';
 import { faultPoint, type TestHooks } from './test-hooks.js';
 import { UndoStack } from './undo.js';
 
@@ -133,9 +132,9 @@ export class NetlinkDatapath implements Datapath {
       nsFd = openNetns(spec.netnsPath);
       faultPoint(this.hooks, 'open-netns');
 
-      // Created under a random name straight into the pod's netns: a name that exists on the host (or in the
-      // pod) can never clash, and the link is never visible in the host namespace.
-      const tempName = `vl${randomBytes(6).toString('hex')}`;
+      // Created under a temp name straight into the pod's netns: a name that exists on the host can never clash,
+      // and the link is never visible in the host namespace. The name is the attachment's (tempLinkName).
+      const tempName = tempLinkName(spec.ifName);
       const mtu = spec.mtu > 0 ? spec.mtu : eniMtu;
       await rtnl(`create ${this.hooks.linkKind} link on ${master.attrs.ifname}`, () =>
         this.host.newLink(

@@ -13,10 +13,10 @@ import {
 import {
   addPodReturnPath6,
   ensureHostConnmark6,
-  installPodConnmark6,
   mangleRules6,
   removePodConnmark6,
   removePodReturnRule6,
+  startInstallPodConnmark6,
 } from './connmark6.js';
 import {
   addEgressAddress,
@@ -204,6 +204,15 @@ export async function setupPodRouting(
       removePodConnmark(s.podNsFd, podName);
     });
   }
+  // The IPv6 marks alike, beside the IPv4 ones: a dual pod's two runs overlap each other too.
+  const marks6 = v6 ? startInstallPodConnmark6(s.podNsFd, podName) : undefined;
+  if (marks6) {
+    marks6.catch(() => undefined);
+    undo.push('add-connmark', async () => {
+      await marks6.catch(() => undefined);
+      removePodConnmark6(s.podNsFd, podName);
+    });
+  }
   // Both ends carry traffic whose route back leaves elsewhere, and neither has an address (see rp-filter.ts).
   validateHostVethByMark(hostName);
   unfilterPodVeth(s.podNsFd, podName);
@@ -214,9 +223,11 @@ export async function setupPodRouting(
   const egressDir = v4 === undefined ? spec.hostVeth.egress4Dir : undefined;
   let egress: string | undefined;
   if (egressDir !== undefined) {
-    const ip = claimEgressAddress(egressDir, spec.hostVeth.containerId, spec.ifName);
+    const { containerId } = spec.hostVeth;
+    // Pushed first: a claim that fails half-way (its index written, no address) is cleaned too.
+    undo.push('claim-egress', () => releaseEgressAddress(egressDir, containerId, spec.ifName));
+    const ip = claimEgressAddress(egressDir, containerId, spec.ifName);
     egress = ip;
-    undo.push('claim-egress', () => releaseEgressAddress(egressDir, ip));
     await addEgressAddress(s.pod, pair.podIndex, ip);
     fault('claim-egress');
   }
@@ -248,16 +259,11 @@ export async function setupPodRouting(
     if (returnV4) await addPodReturnPath(s.pod, { podIndex: pair.podIndex, hostIp: firstHostIp });
     if (v6) await addPodReturnPath6(s.pod, pair.podIndex);
     fault('add-return-path');
-    if (v6) {
-      undo.push('add-connmark', () => {
-        removePodConnmark6(s.podNsFd, podName);
-      });
-      installPodConnmark6(s.podNsFd, podName);
-    }
     // The IPv4 node-wide part also for an egress address: its drop of non-service traffic covers other sources.
     if (src4 !== undefined && firstHostIp !== undefined) await ensureHostConnmark(s.host, hostIps);
     if (v6) await ensureHostConnmark6(s.host);
     await marks;
+    await marks6;
     fault('add-connmark');
   }
   if (egress !== undefined) {

@@ -138,11 +138,9 @@ export async function teardownPodRouting(
       await host.remove(RTM_DELLINK, linkByName(hostName), `delete veth ${hostName}`);
       const egressDir = spec.hostVeth.egress4Dir;
       const egress = egressDir && findEgressAddress(egressDir, spec.hostVeth.containerId, spec.ifName);
-      if (egressDir && egress) {
-        // Rules first: the address may be claimed again the moment its file is gone.
-        removeEgressRules(egress);
-        releaseEgressAddress(egressDir, egress);
-      }
+      // Rules first: the address may be claimed again the moment its file is gone.
+      if (egress) removeEgressRules(egress);
+      if (egressDir) releaseEgressAddress(egressDir, spec.hostVeth.containerId, spec.ifName);
     }
     if (needsTable) {
       const table = tableForDevice(spec.tableBase, spec.deviceIndex!);

@@ -87,6 +87,11 @@ export class AgentBench {
     return execPlugin(this.shim, [], env, JSON.stringify(conf));
   }
 
+  /** One call through the shim to the resident agent (the runtime's path). */
+  viaAgent(command: string, ids: { netns: string; containerId: string }, conf: object): Promise<PluginRun> {
+    return this.runShim(this.socket, command, ids, conf);
+  }
+
   private async timed(what: string, run: () => Promise<PluginRun>): Promise<number> {
     const start = process.hrtime.bigint();
     const result = await run();

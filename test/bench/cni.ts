@@ -5,11 +5,12 @@ import { SEA_NATIVE_FILES } from '../../node/launcher/layout.js';
 import type { PluginRun } from '../node/support/node-fixture.js';
 import { missing } from '../support/capabilities.js';
 import { AgentBench } from './cni-agent.js';
+import { type BenchFamily, FamilyBench } from './cni-families.js';
 import { CniBenchNode, expectOk } from './cni-node.js';
 import { childrenCpuMs } from './cpu.js';
 import { execPlugin } from './exec.js';
 import { phaseMediansMs } from './plugin-log.js';
-import { elapsedMs, ratio, round, seededRandom, shuffle, summarize } from './stats.js';
+import { elapsedMs, type LatencySummary, ratio, round, seededRandom, shuffle, summarize } from './stats.js';
 
 export interface CniBenchOptions {
   /** Timed rounds; each round runs every subject once, in a seeded random order. */
@@ -17,7 +18,13 @@ export interface CniBenchOptions {
   /** Pods run through the counting proxy to count DynamoDB requests per command. */
   readonly countedPods: number;
   readonly seed: number;
+  /** Families measured beside ipv4, each on a node of its own. Default dual and ipv6. */
+  readonly families?: readonly BenchFamily[];
 }
+
+/** Pods per family (dual, ipv6) in the CPU and the counted passes. */
+const FAMILY_CPU_PODS = 5;
+const FAMILY_COUNTED_PODS = 3;
 
 type Subject = 'bareNode' | 'version' | 'add' | 'check' | 'del' | 'goVersion' | 'goAdd' | 'goCheck' | 'goDel';
 
@@ -56,6 +63,7 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
   if (skip) return { skipped: skip };
   const node = await CniBenchNode.start();
   let agentBench: AgentBench | undefined;
+  let familyBench: FamilyBench | undefined;
   try {
     // Addresses high in the fixture subnet: other suites on this host seed from .10 and route them in its table.
     await node.fixture.seed(16, 160);
@@ -85,8 +93,13 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
     const agentBlocks = agentBench.blocks(netns, ours);
     for (const block of Object.values(agentBlocks)) await block(-1);
     agentBench.resetSamples();
+    familyBench = await FamilyBench.start(node, agentBench, options.families ?? ['dual', 'ipv6']);
+    const familyBlocks = familyBench.blocks(netns);
+    for (const block of Object.values(familyBlocks)) await block(-1);
+    familyBench.resetSamples();
     const blocks: Record<string, (i: number) => Promise<void>> = {
       ...agentBlocks,
+      ...familyBlocks,
       bareNode: async () => {
         samples.bareNode.push((await timed('node -e', () => execPlugin(process.execPath, ['-e', ''], env, ''))).ms);
       },
@@ -196,7 +209,20 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
       ...agentBench.figures(),
       podIptablesP50Ms: await agentBench.podIptablesMs(netns),
     };
-    const agentLatency = shimPaths['latencyMs'] as Record<string, { p50Ms: number }>;
+    const agentLatency = shimPaths['latencyMs'] as Record<string, LatencySummary>;
+    const ipFamilies = {
+      ipv4: {
+        latencyMs: {
+          add: summarize(samples.add),
+          del: summarize(samples.del),
+          agentAdd: agentLatency['agentAdd'],
+          agentDel: agentLatency['agentDel'],
+        },
+        cpuMsPerPod: { ours: cpuMsPerPod.ours, throughAgent: agentCpu.agent, fallback: agentCpu.fallback },
+      },
+      // Fewer pods than ipv4's: each family's passes are a process per call on a machine the other rows share.
+      ...(await familyBench.figures(netns, FAMILY_CPU_PODS, FAMILY_COUNTED_PODS)),
+    };
 
     // Counted pass: every request the plugin sends to DynamoDB, IMDS and (never) EC2, per command.
     const counted = node.netconf(true);
@@ -256,6 +282,7 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
       memory,
       cpuMsPerPod: { ...cpuMsPerPod, throughAgent: agentCpu.agent, fallback: agentCpu.fallback },
       shimPaths,
+      ipFamilies,
       countedPods: pods,
       dynamoRequestsPerAdd,
       dynamoRequestsPerCheck: per(perCommand.CHECK),
@@ -277,6 +304,7 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
       },
     };
   } finally {
+    await familyBench?.close();
     await agentBench?.close();
     await node.close();
   }

@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, mkdirSync, mkdtempSync, openSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { IMAGE_IPTABLES_DIR, type IptablesMode, imageIptables } from '../../node/agent/iptables-mode.js';
 import { mangleRules, useIptables } from '../../node/datapath/connmark.js';
 import { podVethName } from '../../node/datapath/host-veth.js';
 import { missing } from '../support/capabilities.js';
-import { type AgentProcess, loggedLine, loggedPids, shimBeside, startAgent } from './support/agent-process.js';
+import { type AgentProcess, loggedPids, shimBeside } from './support/agent-process.js';
+import { startBarrierAgent } from './support/iptables-barrier.js';
 import { NodeFixture } from './support/node-fixture.js';
 
 /**
@@ -17,44 +17,8 @@ import { NodeFixture } from './support/node-fixture.js';
  */
 const skip = missing('root', 'netns', 'go-plugins');
 
-/** How long an install waits at the barrier before it fails the ADD (the failure this test exists to show). */
-const BARRIER_WAIT_S = 20;
 /** Container ids of this run: a failed run's pods (host veths named after them) never collide with the next's. */
 const RUN = randomBytes(3).toString('hex');
-
-/** Writes the wrapper multi binaries into `dir`; installs report to and wait on `gate`. */
-function wrapperIptables(dir: string, gate: string, pods: number): void {
-  mkdirSync(gate, { recursive: true });
-  const script = [
-    '#!/bin/sh',
-    'real=/usr/sbin/$(basename "$0")',
-    'if [ "$1" = iptables-restore ]; then',
-    '  input=$(cat)',
-    '  case "$input" in',
-    '  *"-A PREROUTING -i"*)',
-    `    : > "${gate}/started.$$"`,
-    '    tries=0',
-    '    while :; do',
-    '      n=0',
-    `      for f in "${gate}"/started.*; do [ -e "$f" ] && n=$((n + 1)); done`,
-    `      [ "$n" -ge ${pods} ] && break`,
-    '      tries=$((tries + 1))',
-    `      if [ "$tries" -gt ${BARRIER_WAIT_S * 50} ]; then echo "barrier: $n of ${pods} installs in flight" >&2; exit 3; fi`,
-    '      sleep 0.02',
-    '    done',
-    `    if [ -e "${gate}/fail" ]; then echo "injected install failure" >&2; exit 4; fi ;;`,
-    '  esac',
-    `  printf '%s\\n' "$input" | exec "$real" "$@"`,
-    'fi',
-    'exec "$real" "$@"',
-    '',
-  ].join('\n');
-  mkdirSync(dir, { recursive: true });
-  for (const name of ['xtables-nft-multi', 'xtables-legacy-multi']) {
-    writeFileSync(join(dir, name), script);
-    chmodSync(join(dir, name), 0o755);
-  }
-}
 
 describe.skipIf(skip)('the node agent overlaps independent ADDs', () => {
   let f: NodeFixture;
@@ -74,14 +38,9 @@ describe.skipIf(skip)('the node agent overlaps independent ADDs', () => {
 
   /** An agent whose iptables is the barrier wrapper; the test reads rules in the backend it chose. */
   const start = async (pods: number): Promise<{ socket: string; gate: string }> => {
-    const root = mkdtempSync(join(f.dir, 'overlap-'));
-    const gate = join(root, 'gate');
-    wrapperIptables(join(root, 'sbin'), gate, pods);
-    const socket = join(root, 'run', 'agent.sock');
-    agent = await startAgent(f.cni, socket, { ...f.baseEnv(), VPC_LEASE_IPTABLES_DIR: join(root, 'sbin') });
-    const mode = (await loggedLine(agent, 'iptables backend chosen'))['mode'] as IptablesMode;
-    useIptables(imageIptables(IMAGE_IPTABLES_DIR, mode));
-    return { socket, gate };
+    const started = await startBarrierAgent(f, pods);
+    agent = started.agent;
+    return started;
   };
   const viaShim = (socket: string) => ({ executable: shimBeside(f.cni), env: { VPC_LEASE_AGENT_SOCKET: socket } });
   const podMarks = (netns: string): string[] => {
