@@ -35,6 +35,8 @@ export const SERVICE_IP = '10.96.0.10';
 export const ENI_MAC = '02:77:00:00:00:01';
 export const ENI_TABLE = 1001;
 const CREDENTIALS = { accessKeyId: 'test', secretAccessKey: 'test' };
+/** The harness's own requests to the guest's dynalite (seeding, reading leases): slow, never failed for it. */
+export const HARNESS_STORE_TIMEOUT_MS = 300_000;
 
 export type { PluginRun };
 /** A program in the guest, counted (the fabric's helpers: every start is the suite's work). */
@@ -141,12 +143,13 @@ export class GuestNode {
     await iam.start();
     const session = iam.issue('i-0123456789abcdef0', 'vpc-0a1b2c3d4e5f60718', 'vpc-lease-node');
     const imds = await startFakeImds('i-0123456789abcdef0', 'us-east-1', '123456789012', session.credentials);
-    // The guest runs ~5x slower than the host, which is itself shared: seeding must not hinge on its speed.
+    // The guest runs ~5x slower than the host, which is itself shared: seeding must not hinge on its speed (at
+    // load 35 on 2 cores a PutItem to the guest's own dynalite passed 30 s). The VM's own limit bounds a hang.
     const api = new LightDynamoClient({
       endpoint: dynalite.endpoint,
       region: 'us-east-1',
       credentials: async () => CREDENTIALS,
-      timeoutMs: 30_000,
+      timeoutMs: HARNESS_STORE_TIMEOUT_MS,
     });
     const node = new GuestNode(cni, dynalite, iam, imds, new DynamoLeaseStore({ api, tableName: 'vpc-lease-vm' }));
     const leases = await node.seed(40);

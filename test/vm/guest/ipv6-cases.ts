@@ -6,6 +6,7 @@ import {
   ENI_MAC,
   GATEWAY,
   type GuestNode,
+  HARNESS_STORE_TIMEOUT_MS,
   HOST_IP,
   ip,
   ok,
@@ -76,7 +77,7 @@ async function startIpv6(n: GuestNode): Promise<void> {
     endpoint: n.dynalite.endpoint,
     region: 'us-east-1',
     credentials: async () => ({ accessKeyId: 'test', secretAccessKey: 'test' }),
-    timeoutMs: 30_000,
+    timeoutMs: HARNESS_STORE_TIMEOUT_MS,
   });
   for (const lease of leases)
     await api.putItem({ TableName: n.tableName, Item: encodeNewLease(lease, Date.now() - 1000) });
