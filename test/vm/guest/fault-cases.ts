@@ -13,7 +13,7 @@ export const ADD_STEPS: readonly string[] = (() => {
 
 /**
  * ADDs failing at once, each in a pod namespace of its own: the guest has two vCPUs, and a plugin call is mostly
- * its process starting and its store round trips, so three overlap well and cost one snapshot of the node.
+ * its process starting and its store round trips (cni.log's sinceStartMs), which overlap instead of queueing.
  */
 export const FAULT_GROUP_SIZE = 3;
 
