@@ -128,7 +128,7 @@ export function formatRun(run: FabricRun): string {
       .sort(([, a], [, b]) => b - a)
       .map(([p, n]) => `${p} ${n}`)
       .join(', ')})`,
-    `plugin calls retried on code 11: ${run.retries.length} (budget ${RETRY_BUDGET})`,
+    `plugin calls retried (code 11, or a failed DEL): ${run.retries.length} (budget ${RETRY_BUDGET})`,
     ...run.retries.map((r) => `  ${r.node} ${r.command} ${r.containerId} attempt ${r.attempt}: ${r.details}: ${r.msg}`),
   ].join('\n');
 }

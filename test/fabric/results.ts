@@ -1,6 +1,7 @@
 /**
  * The results file the fabric guest writes (after every configuration, so a guest that dies still reports) and
- * the host reads: every cell, every code-11 answer the harness retried, and each configuration's wall time.
+ * the host reads: every cell, every plugin answer the harness retried (code 11, or a failed DEL), and each
+ * configuration's wall time.
  */
 export interface CellResult {
   readonly config: string;
@@ -10,7 +11,7 @@ export interface CellResult {
   readonly ms: number;
 }
 
-/** One code-11 answer the fabric retried: which call, its attempt number, and what the plugin said. */
+/** One answer the fabric retried as kubelet would (code 11, or a failed DEL): the call, its attempt, the answer. */
 export interface PluginRetry {
   readonly node: string;
   readonly command: string;
@@ -30,8 +31,8 @@ export interface FabricResults {
 }
 
 /**
- * Code-11 retries a whole run may need before it fails. Kubelet retries a sandbox, so one transient refusal is
- * not a datapath bug; a run that keeps needing them is hiding one (a leaked lease shows as code 11 too). With the
+ * Retried plugin calls a whole run may need before it fails. Kubelet retries a sandbox and its teardown, so one
+ * transient refusal is not a datapath bug; a run that keeps needing them is hiding one (a leaked lease shows as code 11 too). With the
  * plugin's timeouts sized for the emulated guest (main.ts), runs need none.
  */
 export const RETRY_BUDGET = 2;

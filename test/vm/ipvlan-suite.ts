@@ -1,7 +1,8 @@
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { buildCni } from '../../infra/build.js';
-import { ADD_STEPS, guestCases } from './guest/plugin-cases.js';
+import { ADD_STEPS } from './guest/fault-cases.js';
+import { guestCases } from './guest/plugin-cases.js';
 import { type GuestSuite, guestCaseTests, type SuiteRun } from './suites.js';
 
 /**

@@ -69,9 +69,24 @@ export async function runGuestSuites(
     const exit = new RegExp(`${END} ${suite.name}=(\\d+)`).exec(run.console);
     const own = from < 0 ? run.console : run.console.slice(from, exit ? exit.index + exit[0].length : undefined);
     runs.set(suite.name, { results, exitCode: exit ? Number(exit[1]) : undefined, consoleTail: own.slice(-4000) });
+    console.log(`vm suite ${suite.name}: ${spentIn(results)}`);
   }
   return runs;
 }
+
+/** A suite's cases, seconds in the guest, programs started and retried plugin calls: its work, for the log. */
+function spentIn(results: readonly GuestCaseResult[]): string {
+  const seconds = results.reduce((sum, r) => sum + r.durationMs, 0) / 1000;
+  const programs = results.reduce((sum, r) => sum + (r.programs ?? 0), 0);
+  const retries = results.flatMap((r) => r.retries ?? []);
+  return `${results.length} cases, ${seconds.toFixed(0)} s in the guest, ${programs} programs started, ${retries.length} plugin calls retried`;
+}
+
+/**
+ * Retried plugin calls (code 11, or a failed DEL) a suite may need before it fails: kubelet retries, so one
+ * transient refusal is not a datapath bug, but a suite that keeps needing them is hiding one.
+ */
+export const GUEST_RETRY_BUDGET = 2;
 
 /**
  * One test per case the guest must run (by name, from the list the guest itself runs), plus one that it ran no
@@ -82,6 +97,11 @@ export function guestCaseTests(expected: readonly string[], run: () => SuiteRun 
     const result = run()?.results.find((r) => r.name === name);
     expect(result, `never ran; guest console:\n${run()?.consoleTail}`).toBeDefined();
     expect(result?.ok, result?.error).toBe(true);
+  });
+
+  it(`retried at most ${GUEST_RETRY_BUDGET} plugin calls (code 11, or a failed DEL)`, () => {
+    const retries = (run()?.results ?? []).flatMap((r) => (r.retries ?? []).map((x) => `${r.name}: ${x}`));
+    expect(retries.length, retries.join('\n')).toBeLessThanOrEqual(GUEST_RETRY_BUDGET);
   });
 
   it('ran no case the host does not know of', () => {

@@ -7,7 +7,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { IamEndpoint } from '../../../infra/local/iam/endpoint.js';
 import type { SynthesizedNodePolicy } from '../../../infra/local/iam/node-policy.js';
 import { instanceArn } from '../../../shared/domain/arn.js';
@@ -16,6 +15,7 @@ import { LightDynamoClient } from '../../../shared/dynamo/light-client.js';
 import type { AwsCredentials } from '../../../shared/dynamo/sigv4.js';
 import { DynamoLeaseStore } from '../../../shared/lease-store/dynamo-lease-store.js';
 import { type DynaliteHandle, startDynalite } from '../../support/dynalite.js';
+import { callAsKubelet } from '../../support/kubelet-retry.js';
 import type { PluginRun } from '../../support/plugin-process.js';
 import { createTable } from '../../vm/guest/guest-node.js';
 import type { PluginRetry } from '../results.js';
@@ -35,9 +35,7 @@ const TABLE = 'vpc-lease';
 /** Keys only the control plane (this harness) signs with: the endpoint passes them unevaluated. */
 const CONTROL_PLANE = { accessKeyId: 'fabric-control-plane', secretAccessKey: 'fabric-control-plane' };
 const FABRIC_VPC_ID = 'vpc-0fab41c0fab41c0fa';
-const MAX_ATTEMPTS = 4;
 const HARNESS_STORE_TIMEOUT_MS = 60_000;
-const RETRY_PAUSE_MS = 2_000;
 
 /**
  * A command on a node, in a mount namespace of its own per call: nsenter into one kept per node would start 9
@@ -73,7 +71,7 @@ export class Cluster {
   private readonly lasting: ChildProcess[] = [];
   /** kube-proxy's jumps from the built-in chains are ensured once per node. */
   readonly jumpsApplied = new Set<string>();
-  /** Every code-11 answer retried in this run, in order. */
+  /** Every answer retried in this run (code 11, or a failed DEL), in order. */
   readonly retries: PluginRetry[] = [];
   /** The ipvlan mode of the conflists the installer last wrote on every node (undefined: none, or unsure). */
   installedMode: string | undefined;
@@ -180,10 +178,9 @@ export class Cluster {
   }
 
   /**
-   * One plugin call the way containerd's libcni makes it, with the node's installed conflist. Code 11 is retried
-   * as kubelet retries a sandbox (up to MAX_ATTEMPTS tries) and every retry is recorded in `retries`: a retry is a
-   * failure the run survived, and the run fails when it needed more than RETRY_BUDGET. A NoFreeLeaseError is never
-   * retried: it is how a lease leak shows, and retries spanning the 30 s cooldown would wait the leak out.
+   * One plugin call the way containerd's libcni makes it, with the node's installed conflist, retried as kubelet
+   * would (callAsKubelet: code 11, or a DEL that failed). Every retry is recorded in `retries`: a retry is a failure
+   * the run survived, and the run fails when it needed more than RETRY_BUDGET.
    */
   async plugin(
     node: string,
@@ -203,21 +200,15 @@ export class Cluster {
       CNI_PATH: '/opt/cni/bin',
       AWS_ENDPOINT_URL_DYNAMODB: `http://127.0.0.1:${DYNAMO_PORT}`,
     };
-    for (let attempt = 1; ; attempt++) {
-      const r = await nodeExec(node, ['/opt/cni/bin/vpc-lease-cni'], env, netconf);
-      const error = r.json as { code?: unknown; msg?: unknown; details?: unknown } | undefined;
-      const retriable = r.code !== 0 && error?.code === 11 && error.details !== 'NoFreeLeaseError';
-      if (!retriable || attempt >= MAX_ATTEMPTS) return r;
-      this.retries.push({
-        node,
-        command,
-        containerId,
-        attempt,
-        msg: String(error?.msg),
-        details: String(error?.details),
-      });
-      await delay(RETRY_PAUSE_MS);
-    }
+    return callAsKubelet(
+      command,
+      () => nodeExec(node, ['/opt/cni/bin/vpc-lease-cni'], env, netconf),
+      (r, attempt) => {
+        const error = r.json as { msg?: unknown; details?: unknown } | undefined;
+        const msg = String(error?.msg ?? (r.stdout + r.stderr).slice(0, 300));
+        this.retries.push({ node, command, containerId, attempt, msg, details: String(error?.details) });
+      },
+    );
   }
 
   track(child: ChildProcess, lasting = false): void {

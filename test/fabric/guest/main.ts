@@ -195,11 +195,11 @@ function controlsIn(config: string): boolean {
   return list === 'all' || (list?.split(',').includes(config) ?? false);
 }
 
-/** The run's code-11 retries against RETRY_BUDGET (each one is listed in the results file and the test's output). */
+/** The run's retried plugin calls against RETRY_BUDGET (each one is listed in the results file and the test's output). */
 function retryCell(retries: number): CellResult {
   return {
     config: 'install',
-    cell: `plugin calls retried on code 11: at most ${RETRY_BUDGET} in the run`,
+    cell: `plugin calls retried (code 11, or a failed DEL): at most ${RETRY_BUDGET} in the run`,
     ok: retries <= RETRY_BUDGET,
     detail: retries <= RETRY_BUDGET ? '' : `${retries} retries (listed in the results file)`,
     ms: 0,

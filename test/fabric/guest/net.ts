@@ -47,12 +47,16 @@ export function cmd(file: string, ...args: string[]): string {
   return execFileSync(file, args, { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'] });
 }
 
-/** `ip -batch` in one namespace (undefined: the fabric): one process for many commands. */
-export function ipBatch(ns: string | undefined, commands: readonly string[]): void {
-  if (commands.length === 0) return;
-  const argv = [...(ns ? ['-n', ns] : []), '-batch', '-'];
+/** `ip -batch` in one namespace (undefined: the fabric): one process for many commands; their output. */
+export function ipBatch(ns: string | undefined, commands: readonly string[], options: readonly string[] = []): string {
+  if (commands.length === 0) return '';
+  const argv = [...(ns ? ['-n', ns] : []), ...options, '-batch', '-'];
   countExecs(['ip', ...argv]);
-  execFileSync('ip', argv, { input: `${commands.join('\n')}\n`, encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'] });
+  return execFileSync('ip', argv, {
+    input: `${commands.join('\n')}\n`,
+    encoding: 'utf8',
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
 }
 
 export function ip(...args: string[]): string {

@@ -6,14 +6,8 @@
 import { existsSync, mkdirSync, readdirSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import { runWithoutNode } from '../../support/plugin-process.js';
-import { GuestNode, ip } from '../../vm/guest/guest-node.js';
-import { type GuestCase, runGuestCases } from '../../vm/guest/runner.js';
-
-const [resultFile, sea, policyFile] = process.argv.slice(2);
-if (!resultFile || !sea || !policyFile) {
-  console.error('usage: sea-guest.mjs <result-file> <path of the built single executable> <node policy JSON>');
-  process.exit(2);
-}
+import { type GuestCaseList, guestMain } from '../../vm/guest/guest-main.js';
+import { ip } from '../../vm/guest/guest-node.js';
 
 const nodes = ['/usr/bin/node', '/usr/local/bin/node', realpathSync(process.execPath)].filter((p) => existsSync(p));
 const withoutNode = (file: string, args: string[], env: Record<string, string>, stdin: string) =>
@@ -25,7 +19,6 @@ function check(ok: boolean, what: string): void {
 
 const binDir = '/tmp/vpc-lease-sea/bin';
 const installed = join(binDir, 'vpc-lease-cni');
-let node: GuestNode | undefined;
 
 const SEA_GUEST_CASES = [
   'sea: node is masked in the namespace the executable runs in',
@@ -33,7 +26,8 @@ const SEA_GUEST_CASES = [
   'sea: ADD and DEL with real ipvlan L2 and no Node.js',
 ] as const;
 
-const cases: GuestCase[] = [
+/** `sea` is the built single executable; the guest node runs the copy it installs. */
+const seaCases: GuestCaseList = (start, guestNode, sea) => [
   {
     name: SEA_GUEST_CASES[0],
     run: async () => {
@@ -71,7 +65,8 @@ const cases: GuestCase[] = [
   {
     name: SEA_GUEST_CASES[2],
     run: async () => {
-      node = await GuestNode.start(installed, policyFile);
+      await start(installed);
+      const node = guestNode();
       const pod = node.addNetns();
       // Test mode: the netconf names the guest's local IMDS and DynamoDB endpoints.
       const env = (command: string): Record<string, string> => ({
@@ -99,6 +94,4 @@ const cases: GuestCase[] = [
   },
 ];
 
-const failed = await runGuestCases(cases, resultFile);
-await node?.close();
-process.exit(failed > 0 ? 1 : 0);
+await guestMain(seaCases);

@@ -20,9 +20,12 @@ import { LightDynamoClient } from '../../../shared/dynamo/light-client.js';
 import { signRequest } from '../../../shared/dynamo/sigv4.js';
 import { DynamoLeaseStore } from '../../../shared/lease-store/dynamo-lease-store.js';
 import { createTableInput } from '../../../shared/lease-store/table.js';
+import { cmd, countExecs, ip, ipBatch } from '../../fabric/guest/net.js';
 import { type FakeImds, startFakeImds } from '../../node/support/fake-imds.js';
 import { type DynaliteHandle, startDynalite } from '../../support/dynalite.js';
+import { callAsKubelet } from '../../support/kubelet-retry.js';
 import { type PluginRun, runPluginProcess } from '../../support/plugin-process.js';
+import { retriedCalls } from './runner.js';
 
 export const SUBNET_CIDR = '10.77.0.0/24';
 export const GATEWAY = '10.77.0.1';
@@ -32,16 +35,13 @@ export const SERVICE_IP = '10.96.0.10';
 export const ENI_MAC = '02:77:00:00:00:01';
 export const ENI_TABLE = 1001;
 const CREDENTIALS = { accessKeyId: 'test', secretAccessKey: 'test' };
+/** The harness's own requests to the guest's dynalite (seeding, reading leases): slow, never failed for it. */
+export const HARNESS_STORE_TIMEOUT_MS = 300_000;
 
 export type { PluginRun };
-
-export function sh(file: string, ...args: string[]): string {
-  return execFileSync(file, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-}
-
-export function ip(...args: string[]): string {
-  return sh('ip', ...args);
-}
+/** A program in the guest, counted (the fabric's helpers: every start is the suite's work). */
+export const sh = cmd;
+export { ip };
 
 export function assert(condition: boolean, message: string): asserts condition {
   if (!condition) throw new Error(message);
@@ -54,9 +54,10 @@ export function ok(run: PluginRun, what: string): void {
 /** One echo; `waitS` short for the pings expected to fail (each costs its whole wait). */
 export function ping(netns: string | undefined, target: string, waitS = 3): boolean {
   const args = ['busybox', 'ping', '-c', '1', '-W', String(waitS), target];
+  const argv = netns ? ['ip', 'netns', 'exec', netns, ...args] : args;
+  countExecs(argv);
   try {
-    if (netns) execFileSync('ip', ['netns', 'exec', netns, ...args], { stdio: 'ignore' });
-    else execFileSync(args[0]!, args.slice(1), { stdio: 'ignore' });
+    execFileSync(argv[0]!, argv.slice(1), { stdio: 'ignore' });
     return true;
   } catch {
     return false;
@@ -142,19 +143,22 @@ export class GuestNode {
     await iam.start();
     const session = iam.issue('i-0123456789abcdef0', 'vpc-0a1b2c3d4e5f60718', 'vpc-lease-node');
     const imds = await startFakeImds('i-0123456789abcdef0', 'us-east-1', '123456789012', session.credentials);
-    // The guest runs ~5x slower than the host, which is itself shared: seeding must not hinge on its speed.
+    // The guest runs ~5x slower than the host, which is itself shared: seeding must not hinge on its speed (at
+    // load 35 on 2 cores a PutItem to the guest's own dynalite passed 30 s). The VM's own limit bounds a hang.
     const api = new LightDynamoClient({
       endpoint: dynalite.endpoint,
       region: 'us-east-1',
       credentials: async () => CREDENTIALS,
-      timeoutMs: 30_000,
+      timeoutMs: HARNESS_STORE_TIMEOUT_MS,
     });
     const node = new GuestNode(cni, dynalite, iam, imds, new DynamoLeaseStore({ api, tableName: 'vpc-lease-vm' }));
     const leases = await node.seed(40);
     // The VPC fabric delivers to the ENI without ARP; the router netns needs the same knowledge. One `ip -batch`:
     // a process start costs ~0.1 s in the emulated guest.
-    const neighbours = leases.map((lease) => `neigh replace ${lease} lladdr ${ENI_MAC} dev gw0 nud permanent\n`);
-    execFileSync('ip', ['-n', 'vpc', '-batch', '-'], { input: neighbours.join(''), stdio: ['pipe', 'ignore', 'pipe'] });
+    ipBatch(
+      'vpc',
+      leases.map((lease) => `neigh replace ${lease} lladdr ${ENI_MAC} dev gw0 nud permanent`),
+    );
     return node;
   }
 
@@ -177,8 +181,7 @@ export class GuestNode {
     return this.store.listLeases(this.arn, { state: 'CLAIMED' });
   }
 
-  addNetns(): string {
-    const name = `pod${this.podCounter++}`;
+  addNetns(name = `pod${this.podCounter++}`): string {
     ip('netns', 'add', name);
     ip('-n', name, 'link', 'set', 'lo', 'up');
     return name;
@@ -206,7 +209,10 @@ export class GuestNode {
     };
   }
 
-  /** One plugin call: a separate process, CNI_* in the environment, the netconf on stdin. */
+  /**
+   * One plugin call: a separate process, CNI_* in the environment, the netconf on stdin; retried as kubelet would
+   * (code 11, or a failed DEL), each retry listed in the case's result and counted against the suite's budget.
+   */
   run(
     command: string,
     options: { containerId: string; netns: string; env?: Record<string, string> },
@@ -223,32 +229,15 @@ export class GuestNode {
       CNI_PATH: '/opt/cni/bin',
       ...options.env,
     };
-    return runPluginProcess(this.cni, [], env, JSON.stringify(netconf));
-  }
-
-  /** Everything a pod attachment could leave behind, as text to compare before and after. */
-  snapshot(pods: readonly string[]): Record<string, string[]> {
-    const lines = (text: string): string[] =>
-      text
-        .split('\n')
-        .map((l) => l.trim())
-        .filter((l) => l !== '');
-    return {
-      hostLinks: (JSON.parse(ip('-j', 'link', 'show')) as { ifname: string }[]).map((l) => l.ifname).sort(),
-      rules: lines(ip('rule', 'show')),
-      routes: lines(ip('route', 'show', 'table', 'all')).filter((l) => !l.includes('table local')),
-      podLinks: pods.flatMap((p) =>
-        (JSON.parse(ip('-n', p, '-j', 'link', 'show')) as { ifname: string }[])
-          .map((l) => `${p}:${l.ifname}`)
-          .filter((l) => !l.endsWith(':lo')),
-      ),
-      podRules: pods.flatMap((p) => lines(ip('-n', p, 'rule', 'show')).map((l) => `${p}: ${l}`)),
-      podMangle: pods.flatMap((p) =>
-        lines(sh('ip', 'netns', 'exec', p, 'iptables', '-w', '5', '-t', 'mangle', '-S'))
-          .filter((l) => l.startsWith('-A '))
-          .map((l) => `${p}: ${l}`),
-      ),
-    };
+    return callAsKubelet(
+      command,
+      () => {
+        countExecs([this.cni]);
+        return runPluginProcess(this.cni, [], env, JSON.stringify(netconf));
+      },
+      (failed, attempt) =>
+        retriedCalls.push(`${command} ${options.containerId} attempt ${attempt}: ${failed.stdout}${failed.stderr}`),
+    );
   }
 
   async close(): Promise<void> {

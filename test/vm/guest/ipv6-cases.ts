@@ -6,6 +6,7 @@ import {
   ENI_MAC,
   GATEWAY,
   type GuestNode,
+  HARNESS_STORE_TIMEOUT_MS,
   HOST_IP,
   ip,
   ok,
@@ -15,6 +16,7 @@ import {
   sh,
 } from './guest-node.js';
 import type { GuestCase } from './runner.js';
+import { ipJson, leftovers, mangleRules, NODE_WIDE_RULE, type Snapshot, snapshot, text } from './snapshot.js';
 
 /**
  * IPv6 pods on real ipvlan: the guest node of guest-node.ts plus its IPv6 half — the VPC router at the /64's base
@@ -75,7 +77,7 @@ async function startIpv6(n: GuestNode): Promise<void> {
     endpoint: n.dynalite.endpoint,
     region: 'us-east-1',
     credentials: async () => ({ accessKeyId: 'test', secretAccessKey: 'test' }),
-    timeoutMs: 30_000,
+    timeoutMs: HARNESS_STORE_TIMEOUT_MS,
   });
   for (const lease of leases)
     await api.putItem({ TableName: n.tableName, Item: encodeNewLease(lease, Date.now() - 1000) });
@@ -90,47 +92,32 @@ function addressesOf(run: PluginRun): string[] {
   return ips.map((a) => a.address.split('/')[0]!);
 }
 
-/** What an IPv6 attachment could leave on the node, beside GuestNode.snapshot's IPv4 view. */
-function snapshot6(n: GuestNode, pods: readonly string[]): Record<string, string[]> {
-  const lines = (text: string): string[] =>
-    text
-      .split('\n')
-      .map((l) => l.trim())
-      .filter((l) => l !== '' && !l.includes('fe80::/64') && !l.includes('table local'));
+/** What an IPv6 attachment could leave on the node: snapshot() (its routes hold both families), the IPv6 rules,
+ * the IPv4 egress chains and each pod's IPv6 marks. */
+function snapshot6(pods: readonly string[]): Snapshot {
   const chain = (...args: string[]): string[] => {
     try {
-      return lines(sh('iptables', '-w', '5', ...args)).filter((l) => l.startsWith('-A '));
+      return sh('iptables', '-w', '5', ...args)
+        .split('\n')
+        .filter((l) => l.startsWith('-A '));
     } catch {
       return [];
     }
   };
+  const [rules6 = []] = ipJson(undefined, ['rule show'], '-6');
   return {
-    ...n.snapshot(pods),
-    rules6: lines(ip('-6', 'rule', 'show')),
-    routes6: lines(ip('-6', 'route', 'show', 'table', 'all')),
+    ...snapshot(pods),
+    rules6: rules6.map(text),
     egress: [...chain('-S', EGRESS_CHAIN), ...chain('-t', 'nat', '-S', EGRESS_CHAIN)],
-    podMangle6: pods.flatMap((p) =>
-      lines(sh('ip', 'netns', 'exec', p, 'ip6tables', '-w', '5', '-t', 'mangle', '-S'))
-        .filter((l) => l.startsWith('-A '))
-        .map((l) => `${p}: ${l}`),
-    ),
+    podMangle6: pods.flatMap((p) => mangleRules(p, 'ip6tables')),
   };
 }
 
 /**
- * Lines that appeared or vanished. May stay: the node-wide NodePort rules of either family, and the pod ENI's own
- * link-local route (the first ADD brings the ENI up, and nothing takes it down again: eni-link.ts).
+ * May appear: the node-wide NodePort rules of either family, and the pod ENI's own link-local route (the first ADD
+ * brings the ENI up, and nothing takes it down again: eni-link.ts).
  */
-function leftovers(before: Record<string, string[]>, after: Record<string, string[]>): string[] {
-  const nodeWide = /^1024:\s+from all fwmark 0x80\/0x80 lookup main|^fe80::\/64 dev eni1 /;
-  const out: string[] = [];
-  for (const key of Object.keys(after)) {
-    const was = new Set(before[key] ?? []);
-    for (const l of after[key] ?? []) if (!was.has(l) && !nodeWide.test(l)) out.push(`+ ${key}: ${l}`);
-    for (const l of was) if (!(after[key] ?? []).includes(l)) out.push(`- ${key}: ${l}`);
-  }
-  return out;
-}
+const NODE_WIDE = new RegExp(`${NODE_WIDE_RULE.source}|^\\{"dst":"fe80::/64","dev":"eni1",`);
 
 export function ipv6Cases(start: () => Promise<void>, node: () => GuestNode): GuestCase[] {
   const conf = (n: GuestNode, mode: string, ipFamily = 'ipv6') =>
@@ -150,7 +137,7 @@ export function ipv6Cases(start: () => Promise<void>, node: () => GuestNode): Gu
       async run(): Promise<void> {
         const n = node();
         const pods = [n.addNetns(), n.addNetns()];
-        const before = snapshot6(n, pods);
+        const before = snapshot6(pods);
         const adds = await Promise.all(
           pods.map((netns, i) => n.run('ADD', { containerId: `v6-${mode}-${i}`, netns }, conf(n, mode))),
         );
@@ -178,7 +165,7 @@ export function ipv6Cases(start: () => Promise<void>, node: () => GuestNode): Gu
           pods.map((netns, i) => n.run('DEL', { containerId: `v6-${mode}-${i}`, netns }, conf(n, mode))),
         );
         for (const [i, r] of dels.entries()) ok(r, `DEL of pod ${i}`);
-        const left = leftovers(before, snapshot6(n, pods));
+        const left = leftovers(before, snapshot6(pods), NODE_WIDE);
         assert(left.length === 0, `left behind after DEL:\n${left.join('\n')}`);
         assert((await n.claimed()).length === 0, 'a lease is still CLAIMED');
       },
@@ -222,14 +209,14 @@ export function ipv6Cases(start: () => Promise<void>, node: () => GuestNode): Gu
       async run(): Promise<void> {
         const n = node();
         const netns = n.addNetns();
-        const before = snapshot6(n, [netns]);
+        const before = snapshot6([netns]);
         const add = await n.run('ADD', { containerId: 'dual-l3s', netns }, conf(n, 'l3s', 'dual'));
         ok(add, 'ADD');
         const [v4, v6] = addressesOf(add) as [string, string];
         assert(ping(netns, GATEWAY) && ping6(netns, V6_GATEWAY), `${v4}/${v6} cannot reach both routers`);
         assert(ping(netns, HOST_IP) && ping6(netns, HOST_IP6), 'the pod cannot reach the host on both families');
         ok(await n.run('DEL', { containerId: 'dual-l3s', netns }, conf(n, 'l3s', 'dual')), 'DEL');
-        const left = leftovers(before, snapshot6(n, [netns]));
+        const left = leftovers(before, snapshot6([netns]), NODE_WIDE);
         assert(left.length === 0, `left behind after DEL:\n${left.join('\n')}`);
       },
     },

@@ -1,6 +1,5 @@
-import { ROUTING_STEPS } from '../../../node/datapath/pod-routing.js';
-import { FAULT_STEPS } from '../../../node/datapath/test-hooks.js';
 import { eniCases } from './eni-cases.js';
+import { faultCases } from './fault-cases.js';
 import {
   assert,
   ENI_TABLE,
@@ -15,23 +14,15 @@ import {
 } from './guest-node.js';
 import { kernelCases } from './kernel-cases.js';
 import type { GuestCase } from './runner.js';
+import { leftovers, NODE_WIDE_RULE, type Snapshot, snapshot } from './snapshot.js';
 
 /**
  * The built plugin on real ipvlan, driven as a runtime drives it. Per mode: two pods on one master reach each
  * other, the VPC router (through the ENI's table in L3/L3S), the host and a service address (through the host
  * veth), and the host reaches them; CHECK passes; DEL leaves nothing. Then an ADD failure injected after every
- * step leaves nothing either.
+ * step leaves nothing either (fault-cases.ts).
  */
 const MODES = ['l2', 'l3', 'l3s'] as const;
-type Mode = (typeof MODES)[number];
-/** The one thing a pod may leave on the node: the node-wide NodePort rule, shared by every L3/L3S pod. */
-const NODE_WIDE_RULE = /^1024:\s+from all fwmark 0x80\/0x80 lookup main/;
-
-/** Every step ADD can fail at, in the order ADD runs them: the tables, rule and veth come after the pod's route. */
-export const ADD_STEPS: readonly string[] = (() => {
-  const at = FAULT_STEPS.indexOf('add-route') + 1;
-  return [...FAULT_STEPS.slice(0, at), ...ROUTING_STEPS, ...FAULT_STEPS.slice(at)];
-})();
 
 /** A table's routes as `ip` prints them; empty when the table does not exist (the kernel refuses the dump). */
 function tableText(table: number): string {
@@ -50,22 +41,10 @@ function podIp(run: PluginRun): string {
   return address.split('/')[0]!;
 }
 
-/** Differences between two snapshots, as readable lines ("+" appeared, "-" vanished). */
-function diff(before: Record<string, string[]>, after: Record<string, string[]>, allowed?: RegExp): string[] {
-  const out: string[] = [];
-  for (const key of Object.keys(after)) {
-    const was = new Set(before[key] ?? []);
-    const now = new Set(after[key] ?? []);
-    for (const l of now) if (!was.has(l) && !(allowed?.test(l) ?? false)) out.push(`+ ${key}: ${l}`);
-    for (const l of was) if (!now.has(l)) out.push(`- ${key}: ${l}`);
-  }
-  return out;
-}
-
 export function pluginCases(node: () => GuestNode): GuestCase[] {
   const cases: GuestCase[] = [];
   for (const mode of MODES) {
-    const state: { pods: string[]; ips: string[]; before?: Record<string, string[]>; add?: PluginRun } = {
+    const state: { pods: string[]; ips: string[]; before?: Snapshot; add?: PluginRun } = {
       pods: [],
       ips: [],
     };
@@ -74,7 +53,7 @@ export function pluginCases(node: () => GuestNode): GuestCase[] {
       async run(): Promise<void> {
         const n = node();
         state.pods = [n.addNetns(), n.addNetns()];
-        state.before = n.snapshot(state.pods);
+        state.before = snapshot(state.pods);
         const conf = n.netconf(mode);
         const runs = await Promise.all(
           state.pods.map((netns, i) => n.run('ADD', { containerId: `${mode}-${i}`, netns }, conf)),
@@ -123,7 +102,7 @@ export function pluginCases(node: () => GuestNode): GuestCase[] {
           state.pods.map((netns, i) => n.run('DEL', { containerId: `${mode}-${i}`, netns }, conf)),
         );
         for (const [i, r] of dels.entries()) ok(r, `DEL of pod ${i}`);
-        const left = diff(state.before, n.snapshot(state.pods), NODE_WIDE_RULE);
+        const left = leftovers(state.before, snapshot(state.pods), NODE_WIDE_RULE);
         assert(left.length === 0, `left behind after DEL:\n${left.join('\n')}`);
         assert(!ping(undefined, state.ips[0]!, 1), 'the host still reaches the deleted pod');
         assert((await n.claimed()).length === 0, 'a lease is still CLAIMED');
@@ -132,31 +111,6 @@ export function pluginCases(node: () => GuestNode): GuestCase[] {
     });
   }
 
-  const fault: { netns?: string; before?: Record<string, string[]> } = {};
-  for (const step of ADD_STEPS) {
-    cases.push({
-      name: `plugin l3s: an ADD failing after ${step} leaves nothing`,
-      async run(): Promise<void> {
-        const n = node();
-        fault.netns ??= n.addNetns();
-        fault.before ??= n.snapshot([fault.netns]);
-        const run = await n.run(
-          'ADD',
-          {
-            containerId: `fault-${step}`,
-            netns: fault.netns,
-            env: { VPC_LEASE_TEST_MODE: '1', VPC_LEASE_TEST_FAIL_AT: step },
-          },
-          n.netconf('l3s' satisfies Mode),
-        );
-        assert(run.code === 1, `ADD should fail, exited ${run.code}: ${run.stdout}`);
-        assert(run.stdout.includes(`injected fault after ${step}`), `not our fault: ${run.stdout}`);
-        const left = diff(fault.before, n.snapshot([fault.netns]));
-        assert(left.length === 0, `left behind:\n${left.join('\n')}`);
-        assert((await n.claimed()).length === 0, 'a lease is still CLAIMED');
-      },
-    });
-  }
   return cases;
 }
 
@@ -171,6 +125,7 @@ export function guestCases(start: () => Promise<void>, node: () => GuestNode): G
     // First: the pod ENI is still as EC2 hot-plugged it, and every later case depends on ADD bringing it up.
     ...eniCases(node),
     ...pluginCases(node),
+    ...faultCases(node),
     {
       // Invariant 7 under real ipvlan: the plugin signed with its instance's session and stayed inside its policy.
       name: 'every plugin request was judged by the node policy and allowed',

@@ -4,6 +4,7 @@
  * the shared output folder, and the host-side vitest file turns each into a test of its own.
  */
 import { writeFileSync } from 'node:fs';
+import { execCounts } from '../../fabric/guest/net.js';
 
 export interface GuestCase {
   readonly name: string;
@@ -15,23 +16,46 @@ export interface GuestCaseResult {
   readonly ok: boolean;
   readonly error?: string;
   readonly durationMs: number;
+  /** Programs the case started through guest-node.ts (plugin calls included): its work, which seconds do not show. */
+  readonly programs?: number;
+  /** Plugin calls the case retried as kubelet would (callAsKubelet), one line each. */
+  readonly retries?: string[];
 }
+
+/** Every plugin call retried so far (guest-node.ts adds to it); each case's result lists its own. */
+export const retriedCalls: string[] = [];
+
+const programsStarted = (): number => Object.values(execCounts).reduce((a, b) => a + b, 0);
 
 export async function runGuestCases(cases: readonly GuestCase[], resultFile: string): Promise<number> {
   const results: GuestCaseResult[] = [];
   for (const c of cases) {
     const startedMs = Date.now();
+    const programsBefore = programsStarted();
+    const retriesBefore = retriedCalls.length;
+    const spent = () => ({
+      durationMs: Date.now() - startedMs,
+      programs: programsStarted() - programsBefore,
+      retries: retriedCalls.slice(retriesBefore),
+    });
     try {
       await c.run();
-      results.push({ name: c.name, ok: true, durationMs: Date.now() - startedMs });
-      console.log(`ok - ${c.name}`);
+      const result = { name: c.name, ok: true, ...spent() };
+      results.push(result);
+      console.log(`ok - ${c.name} (${summary(result)})`);
     } catch (err) {
       const error = err instanceof Error ? (err.stack ?? err.message) : String(err);
-      results.push({ name: c.name, ok: false, error, durationMs: Date.now() - startedMs });
-      console.log(`not ok - ${c.name}\n${error}`);
+      const result = { name: c.name, ok: false, error, ...spent() };
+      results.push(result);
+      console.log(`not ok - ${c.name} (${summary(result)})\n${error}`);
     }
     // Written after every case so a guest that dies midway still reports what ran.
     writeFileSync(resultFile, JSON.stringify(results, null, 1));
   }
   return results.filter((r) => !r.ok).length;
+}
+
+function summary(r: GuestCaseResult): string {
+  const retries = r.retries?.length ? `, retried: ${r.retries.join('; ')}` : '';
+  return `${(r.durationMs / 1000).toFixed(1)} s, ${r.programs} programs${retries}`;
 }
