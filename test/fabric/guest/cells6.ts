@@ -110,7 +110,7 @@ export function matrixCells6(nodes: readonly FabricNode[], p: Record<string, Nod
   ];
   if (family === 'ipv6')
     cells.push({
-      name: 'pod → outside over IPv4 (the host’s egress, then the NAT gateway)',
+      name: "pod → outside over IPv4 (the host's egress, then the NAT gateway)",
       run: async () =>
         expectBody(await get(n1.client.ns, `http://${NAT_OUTSIDE.outside}:8080/`), 'outside', NAT_OUTSIDE.nat),
     });
