@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { missing } from '../support/capabilities.js';
+import { configNamed, hasV4, hasV6 } from './configs.js';
 import {
   ALL_CONFIGS,
   chooseConfigs,
@@ -16,9 +17,9 @@ import {
 import { RETRY_BUDGET } from './results.js';
 
 /**
- * In `npm test` it runs one of the six configurations, picked by a seed (harness.ts's ROTATION: seed mod 6, so
- * any SEEDS_FOR_EVERY_CONFIG consecutive seeds run all six), printed first so `VPC_LEASE_FABRIC_SEED=<seed>`
- * repeats the run. VPC_LEASE_FABRIC_CONFIGS=all (or a list) runs those instead, and `npm run fabric` runs all six
+ * In `npm test` it runs one of the eight configurations, picked by a seed (harness.ts's ROTATION: seed mod 8, so
+ * any SEEDS_FOR_EVERY_CONFIG consecutive seeds run all eight), printed first so `VPC_LEASE_FABRIC_SEED=<seed>`
+ * repeats the run. VPC_LEASE_FABRIC_CONFIGS=all (or a list) runs those instead, and `npm run fabric` runs all
  * and prints the table.
  *
  * The VPC fabric matrix in one VM boot (real ipvlan, two nodes, kube-proxy's rules, the built plugin installed by
@@ -36,6 +37,40 @@ const chosen = [
   `controls without their defence in ${controlled.join(', ') || 'none'}${seed === undefined ? '' : ` (every configuration's within ${SEEDS_FOR_EVERY_CONTROL} consecutive seeds)`}`,
 ].join('; ');
 let run: FabricRun | undefined;
+
+/** The defences whose controls a configuration runs (guest/defences.ts), by what their rows say. */
+function defencesOf(config: string): RegExp[] {
+  const { family } = configNamed(config);
+  const v4 = [/source\/destination check \(SRC-/, /delivery only to the owning ENI:/, /IMDS unreachable in .*-client/];
+  const v6 = [
+    /source\/destination check \(SRC6-/,
+    /delivery only to the owning ENI \(IPv6\)/,
+    /IMDS \(IPv6\) unreachable in .*-client/,
+    /IMDS \(IPv6\) unreachable in .*-noveth/,
+    /egress-only internet gateway/,
+  ];
+  return [
+    ...(hasV4(family) ? [...v4, /IMDS unreachable in .*-noveth/] : []),
+    ...(hasV6(family) ? v6 : []),
+    ...(family === 'ipv6' ? [/IMDS unreachable over .*IPv4 egress/] : []),
+  ];
+}
+
+/** The controls' and IMDS cells every configuration keeps in its matrix: for each IP version of its pods. */
+function keptCellsOf(config: string): { name: RegExp; v6: boolean }[] {
+  const { family } = configNamed(config);
+  const names = [
+    /unassigned address is dropped/,
+    /no ENI owns/,
+    /IMDS is blocked \(with host veth\)/,
+    /IMDS is blocked \(no host veth\)/,
+    /IMDS block lifted is seen/,
+  ];
+  return [
+    ...(hasV4(family) ? names.map((name) => ({ name, v6: false })) : []),
+    ...(hasV6(family) ? [...names, /egress-only internet gateway/].map((name) => ({ name, v6: true })) : []),
+  ];
+}
 
 describe.skipIf(skipReason !== undefined)('VPC fabric in the VM', () => {
   beforeAll(async () => {
@@ -73,7 +108,7 @@ describe.skipIf(skipReason !== undefined)('VPC fabric in the VM', () => {
     if (controlled.length === 0) expect(all.map((r) => r.cell)).toEqual([]);
     for (const config of controlled) {
       const rows = (run?.results ?? []).filter((r) => r.config === config && r.cell.startsWith('control '));
-      for (const defence of [/source\/destination check/, /delivery only to/, /IMDS .*-client/, /IMDS .*-noveth/])
+      for (const defence of defencesOf(config))
         for (const phase of ['without', 'with'])
           expect(
             rows.find((r) => r.cell.startsWith(`control ${phase} `) && defence.test(r.cell))?.ok,
@@ -86,14 +121,11 @@ describe.skipIf(skipReason !== undefined)('VPC fabric in the VM', () => {
     for (const config of configs) {
       // The matrix's own rows, not the controls' runs without their defence, which name the same cells.
       const cells = (run?.results ?? []).filter((r) => r.config === config && !r.cell.startsWith('control '));
-      for (const name of [
-        /unassigned address is dropped/,
-        /no ENI owns/,
-        /IMDS is blocked \(with/,
-        /IMDS is blocked \(no/,
-        /IMDS block lifted is seen/,
-      ])
-        expect(cells.find((c) => name.test(c.cell))?.ok, `${config} ${name}`).toBe(true);
+      for (const { name, v6 } of keptCellsOf(config))
+        expect(
+          cells.find((c) => name.test(c.cell) && c.cell.includes('(IPv6)') === v6)?.ok,
+          `${config} ${name}${v6 ? ' (IPv6)' : ''}`,
+        ).toBe(true);
     }
   });
 });

@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { buildCni } from '../../infra/build.js';
 import { bundleGuest, runInVm, writeNodePolicy } from '../vm/vm.js';
+import { CONFIGS } from './configs.js';
 import { type CellResult, type FabricResults, type PluginRetry, RETRY_BUDGET } from './results.js';
 
 export type { CellResult, PluginRetry };
@@ -18,12 +19,15 @@ export type { CellResult, PluginRetry };
  */
 export const UNSUPPORTED: readonly { readonly config: RegExp; readonly cell: RegExp; readonly why: string }[] = [];
 
-/** Every configuration, in the order the guest runs them (ipvlan mode × where the pod ENIs are). */
-export const ALL_CONFIGS = ['l2/boot', 'l2/pod', 'l3/boot', 'l3/pod', 'l3s/boot', 'l3s/pod'] as const;
+/**
+ * Every configuration, in the order the guest runs them: ipvlan mode × where the pod ENIs are for IPv4 pods, then
+ * the `ipv6` and `dual` pods' two (configs.ts).
+ */
+export const ALL_CONFIGS: readonly string[] = CONFIGS.map((c) => c.name);
 
 /**
- * `npm test`'s rotation: one configuration per run, the one its seed picks (seed mod 6), so six consecutive seeds
- * run all six. A configuration costs a run what the rest of the fabric costs; two per run kept the fabric the
+ * `npm test`'s rotation: one configuration per run, the one its seed picks (seed mod 8), so eight consecutive seeds
+ * run all eight. A configuration costs a run what the rest of the fabric costs; two per run kept the fabric the
  * longest file of `npm test`.
  */
 export const ROTATION: readonly string[] = ALL_CONFIGS;
@@ -33,7 +37,7 @@ export const SEEDS_FOR_EVERY_CONFIG = ROTATION.length;
 
 /**
  * Consecutive seeds that run every configuration's controls without their defence: the controls run in every
- * other seed, on the even seeds of one cycle of six and the odd ones of the next.
+ * other seed, on the even seeds of one cycle of the rotation and the odd ones of the next.
  */
 export const SEEDS_FOR_EVERY_CONTROL = 2 * ROTATION.length;
 
@@ -45,7 +49,7 @@ export function chooseConfigs(env: NodeJS.ProcessEnv): { configs: string[]; seed
   const list = env['VPC_LEASE_FABRIC_CONFIGS'];
   if (list) {
     const configs = list === 'all' ? [...ALL_CONFIGS] : list.split(',');
-    const unknown = configs.filter((c) => !(ALL_CONFIGS as readonly string[]).includes(c));
+    const unknown = configs.filter((c) => !ALL_CONFIGS.includes(c));
     if (unknown.length > 0) throw new Error(`VPC_LEASE_FABRIC_CONFIGS: unknown ${unknown.join(', ')}`);
     return { configs };
   }
@@ -58,7 +62,8 @@ export function chooseConfigs(env: NodeJS.ProcessEnv): { configs: string[]; seed
 
 /**
  * Where `npm test` also runs the controls without their defence (each costs about a minute of the emulated guest):
- * in every other seed, shifted by one each cycle of six so that the odd-numbered configurations get their turn.
+ * in every other seed, shifted by one each cycle of the rotation so that the odd-numbered configurations get their
+ * turn (the rotation's length is even).
  * An explicit list runs them in each of its configurations.
  */
 export function controlConfigs(chosen: { configs: readonly string[]; seed?: number }): string[] {
@@ -79,7 +84,7 @@ export interface FabricRun {
 
 export interface FabricOptions {
   readonly verbose?: boolean;
-  /** Configurations to run (comma-separated), default all six. */
+  /** Configurations to run (comma-separated), default all of them. */
   readonly only?: string;
   /** Configurations (or `all`) whose controls also run with their defence removed (guest/defences.ts). */
   readonly controls?: string;

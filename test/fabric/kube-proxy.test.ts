@@ -60,4 +60,15 @@ describe("kube-proxy's iptables rules, as the fabric applies them", () => {
     );
     expect(rules.trimEnd().split('\n').at(-2)).toMatch(/KUBE-SERVICES .*NOTE: this must be the last rule/);
   });
+
+  it('writes an IPv6 service as the ip6tables proxier does: /128, [ip]:port endpoints, icmp6 reject', () => {
+    const v6: Service = { ...svc, clusterIp: 'fd00:96::41', endpoints: [{ ip: '2600:1f18::10', port: 80, node: 'a' }] };
+    const rules = kubeProxyRules([v6, { ...v6, name: 'empty', endpoints: [] }], { nodeName: 'a' });
+    expect(rules).toMatch(/-d fd00:96::41\/128 --dport 80 -j KUBE-SVC-/);
+    expect(rules).toMatch(/-s 2600:1f18::10\/128 -j KUBE-MARK-MASQ/);
+    expect(rules).toContain('-j DNAT --to-destination [2600:1f18::10]:80');
+    expect(rules).toContain('"ns1/svc1:p80 -> [2600:1f18::10]:80"');
+    expect(rules).toMatch(/"ns1\/empty:p80 has no endpoints" .* -j REJECT --reject-with icmp6-port-unreachable/);
+    expect(rules).not.toMatch(/\/32 /);
+  });
 });

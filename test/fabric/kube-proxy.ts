@@ -7,7 +7,9 @@ import { createHash } from 'node:crypto';
  * Local: pod and LOCAL-source traffic to the SVC chain, everything else to KUBE-SVL-<hash> with this node's
  * endpoints only, or dropped when it has none), KUBE-MARK-MASQ setting 0x4000, and KUBE-POSTROUTING masquerading
  * marked packets. Chain names use kube-proxy's hash (base32 of SHA-256 of "ns/name:port" + protocol), so the
- * output reads like iptables-save on a real node. Not covered: session affinity, topology hints, LoadBalancer.
+ * output reads like iptables-save on a real node. An IPv6 service (a ClusterIP with a colon) gets what kube-proxy's
+ * ip6tables proxier writes: /128 matches, `[ip]:port` endpoints (net.JoinHostPort, in the DNAT target and the SEP
+ * chain's hash alike) and icmp6-port-unreachable. Not covered: session affinity, topology hints, LoadBalancer.
  */
 export interface Endpoint {
   readonly ip: string;
@@ -69,15 +71,25 @@ function chainOf(prefix: string, s: Service): string {
   return `${prefix}-${hash(portName(s) + s.protocol)}`;
 }
 
+/** An endpoint as Go's net.JoinHostPort writes it, which is what kube-proxy hashes and prints. */
+function hostPort(e: Endpoint): string {
+  return e.ip.includes(':') ? `[${e.ip}]:${e.port}` : `${e.ip}:${e.port}`;
+}
+
+/** The host mask of a service's family. */
+function host(s: Service): string {
+  return s.clusterIp.includes(':') ? '128' : '32';
+}
+
 function sepChain(s: Service, e: Endpoint): string {
-  return `KUBE-SEP-${hash(portName(s) + s.protocol + `${e.ip}:${e.port}`)}`;
+  return `KUBE-SEP-${hash(portName(s) + s.protocol + hostPort(e))}`;
 }
 
 /** Random-probability jumps, as kube-proxy prints them: 1/n, 1/(n-1), …, then the last unconditionally. */
 function endpointJumps(s: Service, chain: string, endpoints: readonly Endpoint[]): string[] {
   return endpoints.map((e, i) => {
     const left = endpoints.length - i;
-    const comment = `-m comment --comment "${portName(s)} -> ${e.ip}:${e.port}"`;
+    const comment = `-m comment --comment "${portName(s)} -> ${hostPort(e)}"`;
     return left > 1
       ? `-A ${chain} ${comment} -m statistic --mode random --probability ${(1 / left).toFixed(11)} -j ${sepChain(s, e)}`
       : `-A ${chain} ${comment} -j ${sepChain(s, e)}`;
@@ -127,23 +139,23 @@ export function kubeProxyRules(services: readonly Service[], options: ProxierOpt
     natChains.push(svc);
     if (s.endpoints.length === 0) {
       filter.push(
-        `-A KUBE-SERVICES -m comment --comment "${name} has no endpoints" ${proto} -d ${s.clusterIp}/32 --dport ${s.port} -j REJECT --reject-with icmp-port-unreachable`,
+        `-A KUBE-SERVICES -m comment --comment "${name} has no endpoints" ${proto} -d ${s.clusterIp}/${host(s)} --dport ${s.port} -j REJECT --reject-with ${host(s) === '128' ? 'icmp6' : 'icmp'}-port-unreachable`,
       );
       continue;
     }
     nat.push(
-      `-A KUBE-SERVICES -m comment --comment "${name} cluster IP" ${proto} -d ${s.clusterIp}/32 --dport ${s.port} -j ${svc}`,
+      `-A KUBE-SERVICES -m comment --comment "${name} cluster IP" ${proto} -d ${s.clusterIp}/${host(s)} --dport ${s.port} -j ${svc}`,
     );
     if (options.clusterCidr)
       nat.push(
-        `-A ${svc} -m comment --comment "${name} cluster IP" ${proto} -d ${s.clusterIp}/32 --dport ${s.port} ! -s ${options.clusterCidr} -j KUBE-MARK-MASQ`,
+        `-A ${svc} -m comment --comment "${name} cluster IP" ${proto} -d ${s.clusterIp}/${host(s)} --dport ${s.port} ! -s ${options.clusterCidr} -j KUBE-MARK-MASQ`,
       );
     nat.push(...endpointJumps(s, svc, s.endpoints));
     for (const e of s.endpoints) {
       const sep = sepChain(s, e);
       natChains.push(sep);
-      nat.push(`-A ${sep} -m comment --comment ${name} -s ${e.ip}/32 -j KUBE-MARK-MASQ`);
-      nat.push(`-A ${sep} -m comment --comment ${name} ${proto} -j DNAT --to-destination ${e.ip}:${e.port}`);
+      nat.push(`-A ${sep} -m comment --comment ${name} -s ${e.ip}/${host(s)} -j KUBE-MARK-MASQ`);
+      nat.push(`-A ${sep} -m comment --comment ${name} ${proto} -j DNAT --to-destination ${hostPort(e)}`);
     }
     if (s.nodePort === undefined) continue;
     const ext = chainOf('KUBE-EXT', s);

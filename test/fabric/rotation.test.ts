@@ -13,12 +13,12 @@ const STARTS = [0, 1, 5, 6, 7, 11, 41, 999_999_000];
 
 /** The fabric's rotation in `npm test` (no VM needed): the seeds cover every configuration, and a seed repeats. */
 describe('fabric configuration rotation', () => {
-  it('holds each of the six configurations once', () => {
+  it('holds each of the eight configurations once', () => {
     expect([...ROTATION].sort()).toEqual([...ALL_CONFIGS].sort());
   });
 
   it(`runs one configuration per seed, and every configuration within ${SEEDS_FOR_EVERY_CONFIG} consecutive seeds`, () => {
-    expect(SEEDS_FOR_EVERY_CONFIG).toBe(6);
+    expect(SEEDS_FOR_EVERY_CONFIG).toBe(8);
     for (const start of STARTS) {
       const seen = Array.from({ length: SEEDS_FOR_EVERY_CONFIG }, (_, i) => seeded(start + i).configs);
       expect(seen.every((c) => c.length === 1)).toBe(true);
@@ -27,7 +27,8 @@ describe('fabric configuration rotation', () => {
   });
 
   it('repeats the configuration of a given seed, and reports the seed it drew when none is given', () => {
-    expect(seeded(7)).toEqual({ configs: [ROTATION[1]!], seed: 7 });
+    expect(seeded(9)).toEqual({ configs: [ROTATION[1]!], seed: 9 });
+    expect(seeded(7)).toEqual({ configs: ['dual/l2'], seed: 7 });
     const drawn = chooseConfigs({});
     expect(drawn.configs).toEqual(seeded(drawn.seed!).configs);
   });
@@ -35,12 +36,15 @@ describe('fabric configuration rotation', () => {
   it('takes an explicit list or all instead of the rotation, and refuses unknown names and bad seeds', () => {
     expect(chooseConfigs({ VPC_LEASE_FABRIC_CONFIGS: 'all' }).configs).toEqual([...ALL_CONFIGS]);
     expect(chooseConfigs({ VPC_LEASE_FABRIC_CONFIGS: 'l3/pod' })).toEqual({ configs: ['l3/pod'] });
+    expect(chooseConfigs({ VPC_LEASE_FABRIC_CONFIGS: 'ipv6/l3s,dual/l2' })).toEqual({
+      configs: ['ipv6/l3s', 'dual/l2'],
+    });
     expect(() => chooseConfigs({ VPC_LEASE_FABRIC_CONFIGS: 'l4/pod' })).toThrow(/unknown l4\/pod/);
     expect(() => chooseConfigs({ VPC_LEASE_FABRIC_SEED: '-1' })).toThrow(/whole number/);
   });
 
   it(`runs the controls without their defence in every other seed, every configuration's within ${SEEDS_FOR_EVERY_CONTROL} seeds`, () => {
-    expect(SEEDS_FOR_EVERY_CONTROL).toBe(12);
+    expect(SEEDS_FOR_EVERY_CONTROL).toBe(16);
     for (const start of STARTS) {
       const runs = Array.from({ length: SEEDS_FOR_EVERY_CONTROL }, (_, i) => controlConfigs(seeded(start + i)));
       expect(runs.filter((c) => c.length > 0).length, `from seed ${start}: half the runs`).toBe(

@@ -63,6 +63,7 @@ export function runAgent(kind: string, name: string): void {
     return;
   }
   const big = Buffer.alloc(BIG_BYTES, 0x61);
+  // '::' takes both families: the outside host answers IPv6 pods too (through the egress-only gateway).
   createServer((req, res) => {
     const client = (req.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
     if (req.method === 'POST') {
@@ -75,5 +76,5 @@ export function runAgent(kind: string, name: string): void {
     }
     if (req.url === '/big') return void res.end(big);
     res.end(`${name} ${client}\n`);
-  }).listen(8080, '0.0.0.0', () => console.log('ready'));
+  }).listen(8080, '::', () => console.log('ready'));
 }

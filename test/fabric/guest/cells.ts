@@ -5,19 +5,16 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import type { Mode, PodFamily } from '../configs.js';
 import type { Service } from '../kube-proxy.js';
 import type { CellResult } from '../results.js';
-import { type FabricNode, IMDS_IP, NAT_OUTSIDE, type SubnetKind, VPC_MTU } from '../topology.js';
+import { type FabricNode, IMDS_IP, NAT_OUTSIDE, slotAddresses, VPC_MTU } from '../topology.js';
 import { BIG_BYTES, DNS_ANSWER } from './agent.js';
 import { addPodNetns, type Cluster, shippedConfig } from './cluster.js';
 import type { FabricImds } from './imds.js';
 import { countExecs, exec, ip } from './net.js';
 import { type Cell, get, type NodePods, type Pod, ping, short } from './probes.js';
 
-export type Mode = 'l2' | 'l3' | 'l3s';
-
-export const MODES: readonly Mode[] = ['l2', 'l3', 'l3s'];
-export const KINDS: readonly SubnetKind[] = ['boot', 'pod'];
 const SVC = {
   remote: '10.96.0.21',
   local: '10.96.0.22',
@@ -25,8 +22,8 @@ const SVC = {
   npCluster: '10.96.0.23',
   npLocal: '10.96.0.24',
 } as const;
-const NODEPORT_CLUSTER = 30080;
-const NODEPORT_LOCAL = 30081;
+export const NODEPORT_CLUSTER = 30080;
+export const NODEPORT_LOCAL = 30081;
 export const HOST_PORT = 10250;
 
 export function startAgent(
@@ -108,7 +105,7 @@ export async function runCells(config: string, cells: readonly Cell[], out: Cell
   out.push(...results);
 }
 
-function expectBody(r: { body?: string; why: string }, ...parts: string[]): string | undefined {
+export function expectBody(r: { body?: string; why: string }, ...parts: string[]): string | undefined {
   if (r.body === undefined) return r.why;
   const missing = parts.filter((p) => !r.body!.includes(p));
   return missing.length === 0 ? undefined : `answered "${short(r.body)}", expected ${missing.join(', ')}`;
@@ -214,12 +211,13 @@ export function matrixCells(nodes: readonly FabricNode[], p: Record<string, Node
 }
 
 /** ipvlan's mode belongs to the master: an ADD asking another mode on an ENI with live pods must be refused. */
-export function modeChangeCell(cluster: Cluster, mode: Mode, n1: NodePods): Cell {
+export function modeChangeCell(cluster: Cluster, mode: Mode, n1: NodePods, family: PodFamily = 'ipv4'): Cell {
   const other: Mode = mode === 'l2' ? 'l3' : 'l2';
   return {
     name: 'an ADD in another ipvlan mode on an ENI with live pods is refused',
     async run() {
-      await cluster.addLeases([{ eni: n1.client.eni, ip: n1.client.eni.ips[3]! }]);
+      const eni = n1.client.eni;
+      await cluster.addLeases(slotAddresses(eni, 2, family).map((address) => ({ eni, ip: address })));
       const ns = `${n1.client.ns}-mode`;
       addPodNetns(ns);
       try {

@@ -73,8 +73,8 @@ export class Cluster {
   readonly jumpsApplied = new Set<string>();
   /** Every answer retried in this run (code 11, or a failed DEL), in order. */
   readonly retries: PluginRetry[] = [];
-  /** The ipvlan mode of the conflists the installer last wrote on every node (undefined: none, or unsure). */
-  installedMode: string | undefined;
+  /** The ipvlan mode and family (`l2 ipv4`) the installer last wrote on every node (undefined: none, or unsure). */
+  installed: string | undefined;
 
   constructor(
     readonly nodes: readonly FabricNode[],
@@ -159,21 +159,26 @@ export class Cluster {
   }
 
   async addLeases(leases: readonly { eni: Eni; ip: string }[]): Promise<void> {
-    const rows: NewLease[] = leases.map(({ eni, ip: address }) => ({
-      instanceArn: instanceArn(
-        'us-east-1',
-        '123456789012',
-        this.nodes.find((n) => n.name === eni.node)!.instanceId,
-        'aws',
-      ),
-      ip: address,
-      eniId: eni.id,
-      deviceIndex: eni.deviceIndex,
-      mac: eni.mac,
-      subnetId: eni.subnet.id,
-      subnetCidr: eni.subnet.cidr,
-      gateway: eni.subnet.gateway,
-    }));
+    const rows: NewLease[] = leases.map(({ eni, ip: address }) => {
+      // An IPv6 lease names the subnet's /64, its router and the ENI's /80, as the control plane writes it.
+      const v6 = address.includes(':');
+      return {
+        instanceArn: instanceArn(
+          'us-east-1',
+          '123456789012',
+          this.nodes.find((n) => n.name === eni.node)!.instanceId,
+          'aws',
+        ),
+        ip: address,
+        eniId: eni.id,
+        deviceIndex: eni.deviceIndex,
+        mac: eni.mac,
+        subnetId: eni.subnet.id,
+        subnetCidr: v6 ? eni.subnet.cidr6 : eni.subnet.cidr,
+        gateway: v6 ? eni.subnet.gateway6 : eni.subnet.gateway,
+        ...(v6 && eni.prefix6 ? { prefix: eni.prefix6 } : {}),
+      };
+    });
     await this.store!.putLeases(rows, Date.now() - 60_000);
   }
 

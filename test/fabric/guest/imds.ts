@@ -1,9 +1,9 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AwsCredentials } from '../../../shared/dynamo/sigv4.js';
-import { type FabricNode, IMDS_IP, ownerOf } from '../topology.js';
+import { type FabricNode, IMDS_IP, IMDS_IP6, ownerOf } from '../topology.js';
 
 /**
- * The IMDS stand-in at 169.254.169.254:80 on the fabric. Like EC2's, it answers any address assigned to one of
+ * The IMDS stand-in at 169.254.169.254:80 and [fd00:ec2::254]:80 (Nitro's IPv6 endpoint) on the fabric. Like EC2's, it answers any address assigned to one of
  * the instance's ENIs (pods' addresses included — which is why the datapath must keep pods away from it) and
  * tells instances apart by the ENI that owns the source address. It serves IMDSv2 tokens, the identity
  * document and the instance's role session (which the IAM-enforcing endpoint knows); every request is logged
@@ -23,7 +23,7 @@ export async function startFabricImds(
   sessionFor: (instanceId: string) => Required<AwsCredentials>,
 ): Promise<FabricImds> {
   const requests: string[] = [];
-  const server: Server = createServer((req, res) => {
+  const handler: RequestListener = (req, res) => {
     const source = (req.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
     requests.push(`${source} ${req.method} ${req.url}`);
     if (req.method === 'GET' && req.url?.startsWith(PROBE_PATH))
@@ -59,17 +59,24 @@ export async function startFabricImds(
       );
     }
     res.writeHead(404).end();
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(80, IMDS_IP, () => resolve());
-  });
+  };
+  const servers: Server[] = [];
+  for (const address of [IMDS_IP, IMDS_IP6]) {
+    const server = createServer(handler);
+    servers.push(server);
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(80, address, () => resolve());
+    });
+  }
   return {
     requests,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close: async () => {
+      for (const server of servers)
+        await new Promise<void>((resolve) => {
+          server.closeAllConnections();
+          server.close(() => resolve());
+        });
+    },
   };
 }

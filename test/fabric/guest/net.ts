@@ -63,14 +63,18 @@ export function ip(...args: string[]): string {
   return cmd('ip', ...args);
 }
 
-function sysctl(ns: string | undefined, ...settings: string[]): void {
+export function sysctl(ns: string | undefined, ...settings: string[]): void {
   const argv = ['sysctl', '-qw', ...settings];
   if (ns) ip('netns', 'exec', ns, ...argv);
   else cmd(argv[0]!, ...argv.slice(1));
 }
 
-export function restore(ns: string | undefined, input: string, noflush = true): void {
-  const argv = ['iptables-restore', '-w', '5', ...(noflush ? ['--noflush'] : [])];
+/** The IP version a rule or a probe is for: iptables or ip6tables. */
+export type IpVersion = 4 | 6;
+const tool = (v: IpVersion, name: string): string => (v === 6 ? name.replace(/^iptables/, 'ip6tables') : name);
+
+export function restore(ns: string | undefined, input: string, noflush = true, v: IpVersion = 4): void {
+  const argv = [tool(v, 'iptables-restore'), '-w', '5', ...(noflush ? ['--noflush'] : [])];
   const file = ns ? 'ip' : argv[0]!;
   const args = ns ? ['netns', 'exec', ns, ...argv] : argv.slice(1);
   countExecs([file, ...args]);
@@ -96,15 +100,18 @@ export function probeRule(
   chain: string,
   match: readonly string[],
   target: readonly string[] = [],
+  v: IpVersion = 4,
 ): ProbeRule {
   const tag = `fabric-probe-${process.pid}-${++probes}`;
   const rule = [...match, '-m', 'comment', '--comment', tag, ...target];
   const iptables = (...args: string[]): string =>
-    ns ? ip('netns', 'exec', ns, 'iptables', '-w', '5', ...args) : cmd('iptables', '-w', '5', ...args);
+    ns
+      ? ip('netns', 'exec', ns, tool(v, 'iptables'), '-w', '5', ...args)
+      : cmd(tool(v, 'iptables'), '-w', '5', ...args);
   iptables('-t', table, '-I', chain, '1', ...rule);
   return {
     count() {
-      const count = ruleCounts(ns, table).find((r) => r.rule.includes(`--comment ${tag}`))?.packets;
+      const count = ruleCounts(ns, table, v).find((r) => r.rule.includes(`--comment ${tag}`))?.packets;
       if (count === undefined) throw new Error(`probe ${tag} is gone from ${ns ?? 'the fabric'}'s ${table} table`);
       return count;
     },
@@ -113,8 +120,12 @@ export function probeRule(
 }
 
 /** Every rule of a table with its packet counter (`iptables-save -c`). */
-export function ruleCounts(ns: string | undefined, table: string): { rule: string; packets: number }[] {
-  const argv = ['iptables-save', '-c', '-t', table];
+export function ruleCounts(
+  ns: string | undefined,
+  table: string,
+  v: IpVersion = 4,
+): { rule: string; packets: number }[] {
+  const argv = [tool(v, 'iptables-save'), '-c', '-t', table];
   const text = ns ? ip('netns', 'exec', ns, ...argv) : cmd(argv[0]!, ...argv.slice(1));
   return [...text.matchAll(/^\[(\d+):\d+\] (-A .*)$/gm)].map((m) => ({ rule: m[2]!, packets: Number(m[1]) }));
 }
@@ -151,6 +162,9 @@ const MODULES = [
   'ipt_REJECT',
   'xt_DSCP',
   'xt_dscp',
+  'nf_reject_ipv6',
+  'ip6t_REJECT',
+  'nf_defrag_ipv6',
 ];
 
 export function loadModules(): void {
