@@ -40,6 +40,11 @@ export interface SubjectStats {
   delMs: number[];
   failures: string[];
   holdings: Holding[];
+  /** Pods whose DEL failed: a kubelet retries DEL until it succeeds, and so does the bench after the turns. */
+  failedDels: { netns: string; containerId: string }[];
+  /** Pods whose DEL succeeded (at last), and pods whose ADD failed: the lost-lease accounting sorts by them. */
+  delSucceeded: Set<string>;
+  failedAdds: Set<string>;
 }
 
 /** A subject through a resident agent started from `binary` (its shim beside it). */
@@ -121,6 +126,9 @@ export function emptyStats(): SubjectStats {
     delMs: [],
     failures: [],
     holdings: [],
+    failedDels: [],
+    delSucceeded: new Set(),
+    failedAdds: new Set(),
   };
 }
 
@@ -166,12 +174,18 @@ async function loop(
     const addEnd = performance.now();
     into.addMs.push(elapsedMs(addStart));
     const ip = (add.json?.['ips'] as { address: string }[] | undefined)?.[0]?.address.split('/')[0];
-    if (add.code !== 0 || !ip) into.failures.push(`${subject.name} ADD: ${add.stdout.trim()}`);
+    if (add.code !== 0 || !ip) {
+      into.failures.push(`${subject.name} ADD: ${add.stdout.trim()}`);
+      into.failedAdds.add(containerId);
+    }
     const delStart = process.hrtime.bigint();
     const delStartMs = performance.now();
     const del = await subject.run('DEL', { netns, containerId });
     into.delMs.push(elapsedMs(delStart));
-    if (del.code !== 0) into.failures.push(`${subject.name} DEL: ${del.stdout.trim()}`);
+    if (del.code !== 0) {
+      into.failures.push(`${subject.name} DEL: ${del.stdout.trim()}`);
+      into.failedDels.push({ netns, containerId });
+    } else into.delSucceeded.add(containerId);
     if (ip && subject.leases) into.holdings.push({ ip, pod: containerId, fromMs: addEnd, untilMs: delStartMs });
     if (add.code === 0 && del.code === 0) into.cycles += 1;
   }

@@ -10,6 +10,7 @@ import {
   goSubject,
   pluginSubject,
   runTurns,
+  type SubjectStats,
   subjectFigures,
 } from './churn-subjects.js';
 import { CniBenchNode } from './cni-node.js';
@@ -71,6 +72,8 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
     const stats = await runTurns(subjects, netnses, { turns: TURNS, turnSeconds, seed: options.seed ?? 1 });
     const claims = await sampling.stop();
     const viaAfter = await Promise.all(subjects.map((s) => s.viaAgent()));
+    const lostBeforeDelRetries = lostOf(options.leases, await node.fixture.store.listLeases(node.fixture.arn));
+    const delRetries = await retryFailedDels(subjects, stats);
 
     const ours = subjects.filter((s) => s.leases).map((s) => stats.get(s.name)!);
     const holdings = ours.flatMap((s) => s.holdings);
@@ -82,11 +85,7 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
     ).length;
     const leasesAtEnd = await node.fixture.store.listLeases(node.fixture.arn);
     const leftClaimed = leasesAtEnd.filter((l) => l.state === 'CLAIMED');
-    // Every pod is deleted by now, so a lease is lost when it is missing or anything but FREE or COOLDOWN.
-    const lostLeases =
-      options.leases -
-      leasesAtEnd.length +
-      leasesAtEnd.filter((l) => l.state !== 'FREE' && l.state !== 'COOLDOWN').length;
+    const lostLeases = lostOf(options.leases, leasesAtEnd);
     const cores = availableParallelism();
     const figures = Object.fromEntries(
       subjects.map((s, i) => {
@@ -149,7 +148,12 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
       holdersWithTwoClaims: claims.holdersWithTwoClaims,
       holderOnAnotherAddress,
       claimedLeftAfterAllDels: leftClaimed.length,
+      /** Lost before the failed DELs were retried (as a kubelet retries them): those a failed DEL left CLAIMED. */
+      lostBeforeDelRetries,
+      delRetries,
       lostLeases,
+      /** Why each lease still CLAIMED is (claimedBecause). */
+      claimedAtEndBecause: claimedBecause(leftClaimed, ours),
       /** What the lost ones are: leases missing from the store, and the states of those there. */
       leasesAtEnd: {
         missing: options.leases - leasesAtEnd.length,
@@ -180,6 +184,56 @@ export async function runChurnBench(options: ChurnBenchOptions): Promise<Record<
     await delCounter.close();
     await node.close();
   }
+}
+
+/** Every pod is deleted by now, so a lease is lost when it is missing or anything but FREE or COOLDOWN. */
+function lostOf(leases: number, atEnd: readonly Lease[]): number {
+  return leases - atEnd.length + atEnd.filter((l) => l.state !== 'FREE' && l.state !== 'COOLDOWN').length;
+}
+
+/** A kubelet's DEL retries, bounded: enough for a store that timed out under load to answer. */
+const DEL_RETRIES = 5;
+
+/**
+ * Retries each failed DEL of our subjects as the kubelet does (it calls DEL again until it succeeds): a DEL that
+ * timed out on the store leaves its lease CLAIMED, which is not lost on a node. Counted, never silent.
+ */
+async function retryFailedDels(
+  subjects: readonly ChurnSubject[],
+  stats: ReadonlyMap<string, SubjectStats>,
+): Promise<{ pods: number; calls: number; stillFailing: number }> {
+  const out = { pods: 0, calls: 0, stillFailing: 0 };
+  for (const subject of subjects.filter((s) => s.leases)) {
+    const st = stats.get(subject.name)!;
+    for (const pod of st.failedDels) {
+      out.pods++;
+      let ok = false;
+      for (let i = 0; i < DEL_RETRIES && !ok; i++) {
+        out.calls++;
+        ok = (await subject.run('DEL', pod)).code === 0;
+      }
+      if (ok) st.delSucceeded.add(pod.containerId);
+      else out.stillFailing++;
+    }
+  }
+  return out;
+}
+
+/**
+ * Sorts the leases still CLAIMED after every DEL: `delNeverSucceeded` (the retries failed too);
+ * `lateClaimOfFailedAdd` (the pod's ADD failed — a store timeout — and its DEL succeeded: the claim the ADD gave up
+ * on was still queued in the store and landed after DEL had looked for it; on a node, GC or the reconciler takes it
+ * back); `unexplained` (an ADD and a DEL that both succeeded and left the lease CLAIMED: a bug).
+ */
+function claimedBecause(leases: readonly Lease[], ours: readonly SubjectStats[]): Record<string, number> {
+  const out = { delNeverSucceeded: 0, lateClaimOfFailedAdd: 0, unexplained: 0 };
+  for (const lease of leases) {
+    const pod = lease.holder?.containerId ?? '';
+    if (!ours.some((s) => s.delSucceeded.has(pod))) out.delNeverSucceeded++;
+    else if (ours.some((s) => s.failedAdds.has(pod))) out.lateClaimOfFailedAdd++;
+    else out.unexplained++;
+  }
+  return out;
 }
 
 interface ClaimSamples {
