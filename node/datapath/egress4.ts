@@ -119,23 +119,34 @@ function restore(input: string): { status: number; stderr: string } {
   return run(iptablesCommand('iptables-restore'), ['-w', '5', '--noflush'], input);
 }
 
+function egressChainExists(table: 'filter' | 'nat'): boolean {
+  return run(iptablesCommand('iptables'), ['-w', '5', '-t', table, '-S', EGRESS_CHAIN]).status === 0;
+}
+
+/**
+ * Creates the chain with `-N`, which fails on an existing chain and so never empties one: two first ADDs that both
+ * found it missing would otherwise have the second's restore declaration flush the rules the first put in it.
+ */
+export function createEgressChain(table: 'filter' | 'nat'): void {
+  const res = run(iptablesCommand('iptables'), ['-w', '5', '-t', table, '-N', EGRESS_CHAIN]);
+  if (res.status !== 0 && !egressChainExists(table))
+    throw new IptablesError(`failed to create ${EGRESS_CHAIN} in ${table}: ${res.stderr.trim()}`);
+}
+
 /**
  * The node-wide chains, made once: the filter chain first in FORWARD (ahead of connmark.ts's VPC-LEASE-FORWARD,
- * which drops whatever a pod veth sends that is not service traffic), the nat chain in POSTROUTING. A chain is
- * declared only when missing: declaring one in a --noflush restore empties it.
+ * which drops whatever a pod veth sends that is not service traffic), the nat chain in POSTROUTING.
  */
 function ensureEgressChains(): void {
   const ipt = iptablesCommand('iptables');
-  const exists = (table: string): boolean => run(ipt, ['-w', '5', '-t', table, '-S', EGRESS_CHAIN]).status === 0;
   const jumps = (table: string, chain: string): boolean =>
     run(ipt, ['-w', '5', '-t', table, '-C', chain, '-j', EGRESS_CHAIN]).status === 0;
+  for (const table of ['filter', 'nat'] as const) if (!egressChainExists(table)) createEgressChain(table);
   const input = [
     '*filter',
-    ...(exists('filter') ? [] : [`:${EGRESS_CHAIN} - [0:0]`]),
     ...(jumps('filter', 'FORWARD') ? [] : [`-I FORWARD 1 -j ${EGRESS_CHAIN}`]),
     'COMMIT',
     '*nat',
-    ...(exists('nat') ? [] : [`:${EGRESS_CHAIN} - [0:0]`]),
     ...(jumps('nat', 'POSTROUTING') ? [] : [`-A POSTROUTING -j ${EGRESS_CHAIN}`]),
     'COMMIT',
     '',
