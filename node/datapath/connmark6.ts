@@ -28,10 +28,9 @@ import {
   rtnlDelete,
 } from './rtnl.js';
 
-/**
- * connmark.ts for IPv6: the same marks, chains and return path in ip6tables and the IPv6 rule set, which the
- * kernel keeps apart from IPv4's. The pod's return route leads to the host end's link-local address (host-veth.ts).
- */
+// connmark.ts for IPv6: the same marks, chains and return path in ip6tables and the IPv6 rule set, which the
+// kernel keeps apart from IPv4's. The pod's return route leads to the host end's link-local address (host-veth.ts).
+
 const WAIT = ['-w', '5'];
 
 function restore6(input: string): { status: number; stderr: string } {

@@ -9,9 +9,9 @@ export function tempLinkName(ifName: string): string {
 }
 
 /**
- * Deletes the pod's link (and one left under its temp name by an ADD that died before the rename) with one RTM_DELLINK on a raw rtnetlink socket opened in the pod's netns. DEL takes this
- * path instead of the full datapath: it needs neither the host socket nor the `netlink` package's generated
- * struct code. Addresses and routes on the link go with it.
+ * Deletes the pod's link, and one an ADD that died before the rename left under its temp name, with RTM_DELLINK
+ * on a raw rtnetlink socket opened in the pod's netns. DEL takes this path instead of the full datapath: it needs
+ * neither the host socket nor the `netlink` package's generated struct code. Addresses and routes go with the link.
  * A missing netns or link is success ('absent'), as DEL must be idempotent.
  */
 export async function deletePodLink(netnsPath: string, ifName: string): Promise<'removed' | 'absent'> {
