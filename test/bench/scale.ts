@@ -151,6 +151,13 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
     const template = adopt ? await createPodEniTemplate(c, config, options.instanceType) : undefined;
     c.cloud.ec2.admin.resetCounts();
     const t0 = Date.now();
+    // When each action's calls took effect: where a run lost time against the bound shows as a late start or a gap.
+    const callAtS = new Map<string, number[]>();
+    const stopListening = c.cloud.ec2.api.onCall((call) => {
+      const times = callAtS.get(call.action) ?? [];
+      times.push((Date.now() - t0) / 1000 / options.timeScale);
+      callAtS.set(call.action, times);
+    });
     const cpu0Ms = selfCpuMs();
     c.createGroup('scale', options.instanceType, options.instances, c.subnetIds, template);
     // Generous: five times the bound plus the boot time, scaled; a run that misses it reports what is left.
@@ -173,6 +180,7 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
         instances.every((i) => !i.lifecycleState.startsWith('Pending:Wait') && i.lifecycleState !== 'Pending')
       );
     }, budgetMs).finally(() => clearInterval(progress));
+    stopListening();
     // Everything runs in this process (Lambdas, dynalite, simulators): its CPU is the local cloud's.
     const cloudCpuMs = selfCpuMs() - cpu0Ms;
     const cpuWindowMs = Date.now() - t0;
@@ -232,6 +240,13 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
         p90: Math.round(percentile(completions, 90)),
         last: Math.round(percentile(completions, 100)),
       },
+      /** Seconds after the group was created at which calls took effect: first, p10, p50, p90, last. */
+      callsTakenEffectAtS: Object.fromEntries(
+        [...callAtS].map(([action, times]) => [
+          action,
+          [0, 10, 50, 90, 100].map((p) => round(percentile(times, p), 1)),
+        ]),
+      ),
       tokenBucketLowerBoundMs: bound.lowerBoundMs,
       boundSetBy: bound.boundSetBy,
       ratioToLowerBound: ratioToBound,
