@@ -102,6 +102,9 @@ export async function reconcilePaced(deps: PacedReconcileDeps, deadlineMs: numbe
   let nodesChecked = 0;
   const every = deps.driftFullEveryCycles ?? (deps.leasePartitions ? undefined : DEFAULT_DRIFT_FULL_EVERY_CYCLES);
   const checkedThisRun = new Set<string>();
+  // Each shard's digests as this run last read or saved them: a shard spans many pages (about 300 nodes a
+  // shard at 5,000 nodes, 100 a page), and reading its item once a page made a cycle's reads grow with nodes².
+  const shards = new Map<string, { state: SeenState; version: number; dirty: boolean }>();
 
   const visit = async (refs: readonly NodeRef[], cycle: number, span: WalkSpan): Promise<void> => {
     const full = every !== undefined && cycle % every === 0;
@@ -138,10 +141,9 @@ export async function reconcilePaced(deps: PacedReconcileDeps, deadlineMs: numbe
         if (isInstanceLive(states.get(id)) && !(await store.getNode(`${arnPrefix}${id}`)))
           drift.push({ kind: 'eni-without-node', instanceId: id, eniId: eni.eniId });
 
-    const shards = new Map<number, { state: SeenState; version: number; dirty: boolean }>();
     const seenOf = async (arn: string) => {
       const shard = Number(nodeIndexShard(arn).slice('nodes#'.length));
-      let entry = shards.get(shard);
+      let entry = shards.get(`${cycle}:${shard}`);
       if (!entry) {
         // Saved a cycle (15 min) ago at the latest: an eventual read sees it, for half the units of the largest
         // items the reconciler reads (~90 bytes a node); a stale one would only make the save below refuse.
@@ -152,7 +154,7 @@ export async function reconcilePaced(deps: PacedReconcileDeps, deadlineMs: numbe
           version: stored?.version ?? 0,
           dirty: fresh,
         };
-        shards.set(shard, entry);
+        shards.set(`${cycle}:${shard}`, entry);
       }
       return entry;
     };
@@ -179,11 +181,18 @@ export async function reconcilePaced(deps: PacedReconcileDeps, deadlineMs: numbe
       seen.dirty = true;
       drift.push(...(found?.items ?? []));
     }
-    for (const [shard, seen] of shards) {
+    for (const [key, seen] of shards) {
       if (!seen.dirty) continue;
-      // Another run saving the same shard meanwhile only costs its nodes a check next cycle.
-      if (!(await deps.cursor.save(seenStateName(shard), seen.state, seen.version)))
-        logger.warn('another run saved the drift digests; this run leaves them', { shard });
+      const shard = Number(key.slice(key.indexOf(':') + 1));
+      // Saved after each page, so a run stopped at its deadline keeps what it checked.
+      if (await deps.cursor.save(seenStateName(shard), seen.state, seen.version)) {
+        seen.version += 1;
+        seen.dirty = false;
+        continue;
+      }
+      // Another run saving the same shard meanwhile only costs its nodes a check next cycle; read it afresh.
+      shards.delete(key);
+      logger.warn('another run saved the drift digests; this run leaves them', { shard });
     }
   };
 

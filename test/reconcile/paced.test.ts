@@ -1,10 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { instanceArn } from '../../shared/domain/arn.js';
 import type { LeaseStore } from '../../shared/lease-store/port.js';
+import { nodeIndexShard } from '../../shared/lease-store/table.js';
 import { expectedLeases } from '../../shared/lifecycle/pod-eni.js';
 import { DynamoLeasePartitions } from '../../shared/reconcile/lease-partitions.js';
 import { inSpan, type PacedReconcileDeps, reconcilePaced } from '../../shared/reconcile/paced.js';
-import { MemorySweepCursorStore } from '../../shared/schedule/cursor.js';
+import { MemorySweepCursorStore, type SweepCursorStore } from '../../shared/schedule/cursor.js';
 import { ACCOUNT, type PoolEnv, REGION, readyNode, startPoolEnv } from '../pool/support.js';
 
 let env: PoolEnv | undefined;
@@ -142,6 +143,32 @@ describe('Paced reconciler: reads follow change, not runs', () => {
     expect(counts.pages).toBe(pages);
     env.clock.advance(300_000);
     expect((await reconcilePaced(deps, NEVER)).nodesVisited).toBe(2);
+  });
+
+  it('reads each shard’s drift digests once a run, however many pages the shard spans', async () => {
+    env = await startPoolEnv();
+    // Seventeen nodes in sixteen shards: at least one shard holds two, and with one node a page, two pages.
+    const arns: string[] = [];
+    for (let i = 0; i < 17; i++) arns.push((await readyNode(env)).instanceArn);
+    const shardsHit = new Set(arns.map(nodeIndexShard));
+    const cursor = new MemorySweepCursorStore();
+    const digestLoads: string[] = [];
+    const counting: SweepCursorStore = {
+      load: (name) => {
+        if (name.startsWith('drift-seen#')) digestLoads.push(name);
+        return cursor.load(name);
+      },
+      save: (name, state, version) => cursor.save(name, state, version),
+    };
+    const deps = pacedDeps(env, env.store, { pageSize: 1, cursor: counting });
+    const first = await reconcilePaced(deps, NEVER);
+    expect(first.nodesVisited).toBe(17);
+    expect(digestLoads.length).toBe(shardsHit.size);
+    // The next cycle finds every digest saved (nothing changed): the same one read a shard, and no node read.
+    env.clock.advance(CYCLE_MS);
+    digestLoads.length = 0;
+    expect((await reconcilePaced(deps, NEVER)).nodesChecked).toBe(0);
+    expect(digestLoads.length).toBe(shardsHit.size);
   });
 
   it('stops at its deadline and the next run carries on where it stopped', async () => {
