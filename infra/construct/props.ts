@@ -5,7 +5,7 @@ import type * as ec2 from 'aws-cdk-lib/aws-ec2';
 import type * as iam from 'aws-cdk-lib/aws-iam';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { type ControlPlaneConfig, parseControlPlaneConfig } from '../../shared/config/control-plane.js';
-import { type Ec2Buckets, validateEc2Buckets } from '../../shared/ec2/account-buckets.js';
+import { type Ec2Buckets, lifecycleConcurrencyFor, validateEc2Buckets } from '../../shared/ec2/account-buckets.js';
 import { errorMessage, ValidationError } from '../../shared/errors.js';
 import { parseImageReference } from '../image/reference.js';
 
@@ -78,8 +78,9 @@ export interface VpcLeaseAllocatorProps {
    * Most concurrent instance-lifecycle invocations (the SQS event source's MaximumConcurrency, 2 to 1000): how
    * many launch events are in hand at once. The EC2 call rate is the shared rate budget's to keep, not this
    * cap's; too low a cap leaves launch events unpicked past the hooks' heartbeat timeout in a mass scale-out
-   * (test/bench/PERFORMANCE.md). Mind the account's Lambda concurrency quota.
-   * @default 20
+   * and, with raised EC2 buckets, launches late for their turns (test/bench/PERFORMANCE.md). Mind the account's
+   * Lambda concurrency quota.
+   * @default 4 × the Attach bucket's refill per second, at least 20 (20 at AWS's published buckets, 40 at a doubled Attach)
    */
   readonly maxConcurrency?: number;
   /**
@@ -173,10 +174,6 @@ export function resolveAllocatorProps(props: VpcLeaseAllocatorProps): ResolvedAl
       problems.push(`nodeImageUri: ${errorMessage(err)}`);
     }
   }
-  const maxConcurrency = props.maxConcurrency ?? 20;
-  // SQS event sources accept MaximumConcurrency 2..1000.
-  if (!Number.isInteger(maxConcurrency) || maxConcurrency < 2 || maxConcurrency > 1000)
-    problems.push(`maxConcurrency: must be an integer between 2 and 1000, got ${maxConcurrency}`);
   let ec2Buckets: Ec2Buckets = {};
   try {
     ec2Buckets = validateEc2Buckets(props.ec2Buckets ?? {}, 'ec2Buckets');
@@ -184,6 +181,10 @@ export function resolveAllocatorProps(props: VpcLeaseAllocatorProps): ResolvedAl
     if (!(err instanceof ValidationError)) throw err;
     problems.push(...err.problems);
   }
+  const maxConcurrency = props.maxConcurrency ?? lifecycleConcurrencyFor(ec2Buckets);
+  // SQS event sources accept MaximumConcurrency 2..1000.
+  if (!Number.isInteger(maxConcurrency) || maxConcurrency < 2 || maxConcurrency > 1000)
+    problems.push(`maxConcurrency: must be an integer between 2 and 1000, got ${maxConcurrency}`);
   const groups = props.autoScalingGroups ?? [];
   const literalNames = groups.map((g) => (typeof g === 'string' ? g : g.autoScalingGroupName));
   const seen = new Set<string>();

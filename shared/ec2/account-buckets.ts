@@ -27,6 +27,22 @@ export function bucketFor(key: string, overrides: Ec2Buckets = {}): BucketRate {
   );
 }
 
+/**
+ * Lambda-seconds one launch holds the lifecycle function in a scale-out paced by the budget (its pickups, the
+ * sleeps for its turns, the inline attach wait): ~2–4 in the 1,000-node bench (test/bench/PERFORMANCE.md).
+ */
+export const LIFECYCLE_SECONDS_PER_LAUNCH = 4;
+
+/**
+ * The lifecycle function's default concurrency for an account's buckets. Launches cannot go faster than the
+ * Attach bucket refills and each holds a function some seconds (Little's law), so the cap follows that rate:
+ * 20 at AWS's published 5 per second, 40 at a doubled 10. Never below 20, nor above SQS's 1,000.
+ */
+export function lifecycleConcurrencyFor(buckets: Ec2Buckets = {}): number {
+  const launchesPerSecond = bucketFor('AttachNetworkInterface', buckets).refillPerSecond;
+  return Math.min(1000, Math.max(20, Math.ceil(launchesPerSecond * LIFECYCLE_SECONDS_PER_LAUNCH)));
+}
+
 /** Checks an account's bucket figures; the problems name each bad entry. */
 export function validateEc2Buckets(input: unknown, subject: string): Ec2Buckets {
   if (typeof input !== 'object' || input === null || Array.isArray(input))

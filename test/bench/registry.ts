@@ -1,4 +1,4 @@
-import type { Ec2Buckets } from '../../shared/ec2/account-buckets.js';
+import { type Ec2Buckets, lifecycleConcurrencyFor } from '../../shared/ec2/account-buckets.js';
 import { runChurnBench } from './churn.js';
 import { runCniBench } from './cni.js';
 import { runCostBench } from './cost.js';
@@ -41,7 +41,8 @@ export const BENCHMARKS: Readonly<Record<string, Benchmark>> = {
       instances: f.instances ?? 200,
       instanceType: 'm5.large',
       timeScale: f.timeScale ?? 1,
-      maxConcurrency: f.concurrency ?? 20,
+      // The construct's default: the lifecycle function's concurrency follows the Attach bucket's rate.
+      maxConcurrency: f.concurrency ?? lifecycleConcurrencyFor(f.ec2Buckets),
       seed: f.seed,
       adopt: f.adopt === true,
       // No node signs a request in this bench: the IAM endpoint would only add a hop on the shared core.

@@ -7,6 +7,18 @@ import { ValidationError } from '../../shared/errors.js';
 import { buildAllocator, TEST_VPC_ID } from './support/stacks.js';
 
 describe('Construct: VpcLeaseAllocator props', () => {
+  it('sizes the lifecycle function’s concurrency to the Attach bucket’s rate unless told', () => {
+    expect(resolveAllocatorProps({ vpc: TEST_VPC_ID }).maxConcurrency).toBe(20);
+    const doubled = { AttachNetworkInterface: { bucket: 100, refillPerSecond: 10 } };
+    expect(resolveAllocatorProps({ vpc: TEST_VPC_ID, ec2Buckets: doubled }).maxConcurrency).toBe(40);
+    // A raise of other buckets only, or a slower Attach, keeps the floor; an explicit cap always wins.
+    const create = { CreateNetworkInterface: { bucket: 200, refillPerSecond: 10 } };
+    expect(resolveAllocatorProps({ vpc: TEST_VPC_ID, ec2Buckets: create }).maxConcurrency).toBe(20);
+    expect(resolveAllocatorProps({ vpc: TEST_VPC_ID, ec2Buckets: doubled, maxConcurrency: 7 }).maxConcurrency).toBe(7);
+    const huge = { AttachNetworkInterface: { bucket: 5000, refillPerSecond: 900 } };
+    expect(resolveAllocatorProps({ vpc: TEST_VPC_ID, ec2Buckets: huge }).maxConcurrency).toBe(1000);
+  });
+
   it.each([
     ['a malformed VPC id', { vpc: 'vpc-nope' }, /vpc: "vpc-nope" is not a VPC id/],
     [
