@@ -59,6 +59,8 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(root, 'dist');
 
 const NATIVE_SOURCES = ['netns.c', 'binding.gyp'];
+/** node-gyp's info lines would land in the middle of `npm start`'s progress on a fresh clone; warnings still show. */
+const NODE_GYP_LOG = '--loglevel=warn';
 
 /**
  * Builds node/native (the setns addon) for `arch` and returns the .node path. For this machine's CPU, in
@@ -79,10 +81,14 @@ export function buildNativeAddon(arch: Arch = hostArch()): string {
     if (fresh()) return out;
     const nodedir =
       process.env['npm_config_nodedir'] ?? (existsSync('/usr/include/node/node_api.h') ? '/usr' : undefined);
-    execFileSync(process.execPath, [nodeGypPath(), 'rebuild', ...(nodedir ? [`--nodedir=${nodedir}`] : [])], {
-      cwd: dir,
-      stdio: ['ignore', 'ignore', 'inherit'],
-    });
+    execFileSync(
+      process.execPath,
+      [nodeGypPath(), 'rebuild', NODE_GYP_LOG, ...(nodedir ? [`--nodedir=${nodedir}`] : [])],
+      {
+        cwd: dir,
+        stdio: ['ignore', 'ignore', 'inherit'],
+      },
+    );
     return out;
   });
 }
@@ -100,11 +106,15 @@ function crossBuildNativeAddon(dir: string, arch: Arch): string {
     const work = mkdtempSync(join(tmpdir(), 'vpc-lease-native-'));
     try {
       for (const f of NATIVE_SOURCES) copyFileSync(join(dir, f), join(work, f));
-      execFileSync(process.execPath, [nodeGypPath(), 'rebuild', `--arch=${arch}`, `--nodedir=${nodedir}`], {
-        cwd: work,
-        env: { ...process.env, ...crossCompilers(arch) },
-        stdio: ['ignore', 'ignore', 'inherit'],
-      });
+      execFileSync(
+        process.execPath,
+        [nodeGypPath(), 'rebuild', NODE_GYP_LOG, `--arch=${arch}`, `--nodedir=${nodedir}`],
+        {
+          cwd: work,
+          env: { ...process.env, ...crossCompilers(arch) },
+          stdio: ['ignore', 'ignore', 'inherit'],
+        },
+      );
       const built = join(work, 'build', 'Release', NETNS_ADDON_FILE);
       const machine = elfMachine(readFileSync(built).subarray(0, 20));
       if (machine !== ARCH_INFO[arch].elfMachine) throw new Error(`${built} is ELF machine ${machine}, not ${arch}'s`);

@@ -76,7 +76,7 @@ export function explainAwsError(err: unknown, ctx: AwsErrorContext): CliError | 
     // QueueDoesNotExist, EC2 *.NotFound), and the CLI only names one table.
     if (name === 'ResourceNotFoundException')
       return new CliError(
-        `table ${ctx.tableName} not found in ${where}: give the stack's lease table with --table (its output LeaseTableName) and the right --region`,
+        `table ${ctx.tableName} not found in ${where}: give the stack's lease table with --table (the stack output TableName) and the right --region`,
         EXIT.environment,
         { cause: err },
       );

@@ -47,7 +47,7 @@ export interface VpcLeaseAllocatorProps {
   /**
    * Pod address family: `ipv4`; `ipv6` (each pod ENI gets one /80, pods get addresses from it: the subnets need
    * an IPv6 /64 and the instance type Nitro); `dual` (every pod gets one IPv4 and one IPv6 address on the same
-   * ENI). The node's DaemonSet must say the same (`VPC_LEASE_IP_FAMILY`). @default 'ipv4'
+   * ENI). The node's netconf must say the same (`ipFamily` in the DaemonSet ConfigMap's config.json). @default 'ipv4'
    */
   readonly ipFamily?: 'ipv4' | 'ipv6' | 'dual';
   /**

@@ -85,7 +85,12 @@ async function main(): Promise<number> {
     report = { ...report, cleanup: { ...removed, done: true } };
   }
   process.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : `\n${renderReport(report)}\n`);
-  if (!opts.keep) return report.ok ? 0 : 1;
+  if (!opts.keep) {
+    // A newcomer's next step: the report above is all this run leaves, so say how to keep it for the CLI.
+    if (!opts.json)
+      progress('to look around: `npm start -- --keep`, then `npx vpc-lease --local nodes` in another shell');
+    return report.ok ? 0 : 1;
+  }
 
   run.deployment.startSchedule('reconciler');
   writeLocalState(opts.localDir, {
@@ -105,7 +110,7 @@ async function main(): Promise<number> {
     nodes: run.agents().map((a) => ({ instanceId: a.instanceId, metricsUrl: a.metricsUrl })),
   });
   progress(
-    'local cloud kept running for the CLI: try `vpc-lease --local nodes` in another shell; Ctrl-C here stops it',
+    'local cloud kept running for the CLI: try `npx vpc-lease --local nodes` in another shell; Ctrl-C here stops it',
   );
   await new Promise<never>(() => {}); // until a signal ends the process
   return 0;

@@ -22,7 +22,7 @@ export async function explainFamilyMismatch(
   return new CniError(
     CniCode.invalidConfig,
     `netconf ipFamily ${family} does not match this node's ${provisioned} (the control plane's ipFamily); ` +
-      `set the node's VPC_LEASE_IP_FAMILY to ${provisioned}`,
+      `set "ipFamily": "${provisioned}" in the node's netconf (the DaemonSet ConfigMap's config.json)`,
     undefined,
     { cause: err },
   );

@@ -98,6 +98,8 @@ describe('vpc-lease command line', () => {
     expect(explainAwsError(rejected, ctx)?.message).toContain('AWS rejected the credentials');
     const table = Object.assign(new Error('Requested resource not found'), { name: 'ResourceNotFoundException' });
     expect(explainAwsError(table, ctx)?.message).toContain('table t1 not found in region eu-west-1');
+    // The hint names the output infra/construct/stack.ts declares (CfnOutput 'TableName'), which DEPLOY reads.
+    expect(explainAwsError(table, ctx)?.message).toContain('the stack output TableName');
     expect(explainAwsError(new Error('something else'), ctx)).toBeUndefined();
   });
 });

@@ -32,6 +32,8 @@ describe.skipIf(skip)('vpc-lease-cni ADD: netconf ipFamily against the node item
     expect((add.json as { msg: string }).msg).toMatch(
       new RegExp(`netconf ipFamily ${family} does not match this node's ipv4`),
     );
+    // The fix names what the node reads: the netconf's field, not the control plane's environment variable.
+    expect((add.json as { msg: string }).msg).toContain(`set "ipFamily": "ipv4" in the node's netconf`);
     expect(await f.store.listLeases(f.arn, { state: 'CLAIMED' })).toEqual([]);
     expect(f.podLinks(netns)).toEqual([]);
   });
