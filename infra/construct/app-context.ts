@@ -38,6 +38,7 @@ export const CONTEXT_KEYS = [
   'heartbeatTimeoutS',
   'eniMinAgeForGcS',
   'maxConcurrency',
+  'ec2Buckets',
   'removalPolicy',
   'tableName',
   'logLevel',
@@ -118,6 +119,18 @@ export function appSettingsFromContext(tryGet: (key: string) => unknown): AppSet
     problems.push(`${key}: must be Key=Value,… or an object of strings`);
     return undefined;
   };
+  // JSON from `-c ec2Buckets='{"AttachNetworkInterface":{"bucket":100,"refillPerSecond":10}}'`, an object from
+  // cdk.json; the construct checks the figures themselves (validateEc2Buckets).
+  const json = (key: ContextKey): unknown => {
+    const v = get(key);
+    if (typeof v !== 'string') return v;
+    try {
+      return JSON.parse(v) as unknown;
+    } catch {
+      problems.push(`${key}: must be JSON, got ${JSON.stringify(v)}`);
+      return undefined;
+    }
+  };
   const oneOf = <T extends string>(key: ContextKey, values: readonly T[]): T | undefined => {
     const v = str(key);
     if (v === undefined || (values as readonly string[]).includes(v)) return v as T | undefined;
@@ -156,6 +169,7 @@ export function appSettingsFromContext(tryGet: (key: string) => unknown): AppSet
       heartbeatTimeout: seconds('heartbeatTimeoutS'),
       eniMinAgeForGc: seconds('eniMinAgeForGcS'),
       maxConcurrency: int('maxConcurrency'),
+      ec2Buckets: json('ec2Buckets') as VpcLeaseAllocatorProps['ec2Buckets'],
       removalPolicy:
         removal === undefined
           ? undefined

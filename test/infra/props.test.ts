@@ -116,6 +116,7 @@ describe('App: settings from context', () => {
         reuseWaitS: '45',
         removalPolicy: 'destroy',
         example: 'true',
+        ec2Buckets: '{"AttachNetworkInterface":{"bucket":100,"refillPerSecond":10}}',
       }),
     );
     const fromJson = appSettingsFromContext(
@@ -129,6 +130,7 @@ describe('App: settings from context', () => {
         reuseWaitS: 45,
         removalPolicy: 'destroy',
         example: true,
+        ec2Buckets: { AttachNetworkInterface: { bucket: 100, refillPerSecond: 10 } },
       }),
     );
     for (const s of [fromCli, fromJson]) {
@@ -140,8 +142,11 @@ describe('App: settings from context', () => {
         podSubnetTags: { tier: 'pods', 'kubernetes.io/role': 'cni' },
         prefixDelegation: true,
         minLeases: 12,
+        ec2Buckets: { AttachNetworkInterface: { bucket: 100, refillPerSecond: 10 } },
       });
       expect(s.allocator.reuseWait?.toSeconds()).toBe(45);
+      // The raised Attach reaches the construct, whose default concurrency follows it.
+      expect(resolveAllocatorProps({ ...s.allocator, vpc: TEST_VPC_ID }).maxConcurrency).toBe(40);
     }
   });
 
@@ -161,7 +166,7 @@ describe('App: settings from context', () => {
     let message = '';
     try {
       appSettingsFromContext(
-        fromMap({ minLeases: 'eight', prefixDelegation: 'yes', ipvlanMode: 'l3', podSubnetTags: 'x' }),
+        fromMap({ minLeases: 'eight', prefixDelegation: 'yes', ipvlanMode: 'l3', podSubnetTags: 'x', ec2Buckets: '{' }),
       );
     } catch (err) {
       message = (err as Error).message;
@@ -171,5 +176,6 @@ describe('App: settings from context', () => {
     // The mode is the node's setting: a stack that was given one is told where it goes.
     expect(message).toMatch(/ipvlanMode: not a stack setting; set "mode" in the DaemonSet ConfigMap's config.json/);
     expect(message).toMatch(/podSubnetTags: "x" is not Key=Value/);
+    expect(message).toMatch(/ec2Buckets: must be JSON, got "\{"/);
   });
 });
