@@ -9,6 +9,15 @@ import { VpcLeaseError } from '../errors.js';
  */
 export const PARTITION_READ_MAX_BYTES = 16 * 1024 * 1024;
 
+/** Where a reader of one partition stops, and whose partition it is (for the error). */
+export interface PartitionBound {
+  readonly bytes: number;
+  readonly instanceArn: string;
+}
+
+/** The data a Query or Scan page reads before DynamoDB ends it (without a Limit, every page but the last). */
+export const QUERY_PAGE_BYTES = 1024 * 1024;
+
 /** A partition past PARTITION_READ_MAX_BYTES: a node's flood, not items the control plane wrote. */
 export class PartitionTooLargeError extends VpcLeaseError {
   constructor(

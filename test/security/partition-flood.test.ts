@@ -45,26 +45,37 @@ async function flood(e: PoolEnv, arn: string): Promise<void> {
     });
 }
 
-/** Bytes of `arn`'s items the control plane's Queries and Scans got back, counted until `reset`. */
-function meterReads(e: PoolEnv, arn: string): { bytes: () => number; reset: () => void } {
-  let bytes = 0;
-  const count = (items: readonly Record<string, AttributeValue>[] | undefined): void => {
-    for (const item of items ?? []) if (item[A.pk]?.S === arn) bytes += itemBytes(item);
-  };
+/**
+ * Bytes of `arn`'s items the control plane got back: the most one Query (all its pages) returned, and what the
+ * Scans returned since `reset` — what a reader holds at once, and what a census run reads.
+ */
+function meterReads(e: PoolEnv, arn: string): { query: () => number; scan: () => number; reset: () => void } {
+  let chain = 0;
+  let maxChain = 0;
+  let scanned = 0;
+  const bytesOf = (items: readonly Record<string, AttributeValue>[] | undefined): number =>
+    (items ?? []).reduce((sum, item) => sum + (item[A.pk]?.S === arn ? itemBytes(item) : 0), 0);
   const api = e.api;
   const query = api.query.bind(api);
   const scan = api.scan.bind(api);
   api.query = async (input) => {
     const page = await query(input);
-    count(page.Items);
+    chain = (input.ExclusiveStartKey ? chain : 0) + bytesOf(page.Items);
+    maxChain = Math.max(maxChain, chain);
     return page;
   };
   api.scan = async (input) => {
     const page = await scan(input);
-    count(page.Items);
+    scanned += bytesOf(page.Items);
     return page;
   };
-  return { bytes: () => bytes, reset: () => void (bytes = 0) };
+  return {
+    query: () => maxChain,
+    scan: () => scanned,
+    reset: () => {
+      scanned = 0;
+    },
+  };
 }
 
 async function battlefield(): Promise<{ e: PoolEnv; attacker: ReadyNode; victims: ReadyNode[] }> {
@@ -83,13 +94,32 @@ describe('Security: a node floods its own partition past anything the control pl
 
     const swept = await sweepPools(e.deps());
 
-    expect(meter.bytes()).toBeLessThanOrEqual(READ_LIMIT_BYTES);
+    expect(meter.query()).toBeLessThanOrEqual(READ_LIMIT_BYTES);
     expect(swept.failed).toEqual([attacker.instanceArn]);
     expect(swept.reports.map((r) => r.instanceArn).sort()).toEqual(victims.map((v) => v.instanceArn).sort());
     for (const v of victims) expect((await claimOne(e, v.instanceArn)).ip).toMatch(/^10\.0\./);
-  }, 120_000);
+  }, 400_000);
 
-  it('the census reads at most the bound of it in any run, moves past it and still looks at every other node', async () => {
+  it('the hourly count reads at most the bound’s pages of it, fails that node alone and counts every other node', async () => {
+    const { e, attacker, victims } = await battlefield();
+    const query = e.api.query.bind(e.api);
+    let countPages = 0;
+    e.api.query = async (input) => {
+      if (input.Select === 'COUNT' && input.ExpressionAttributeValues?.[':arn']?.S === attacker.instanceArn)
+        countPages += 1;
+      return query(input);
+    };
+
+    const swept = await sweepPools(e.deps({ sweepCursor: new DynamoSweepCursorStore(e.api, e.tableName) }));
+
+    // A COUNT returns no items, but each page but the last read 1 MB: the page count bounds what was read.
+    expect(countPages).toBeGreaterThan(0);
+    expect(countPages).toBeLessThanOrEqual(PARTITION_READ_MAX_BYTES / MIB + 1);
+    expect(swept.failed).toEqual([attacker.instanceArn]);
+    expect(swept.skippedInBand).toBe(victims.length);
+  }, 400_000);
+
+  it('the census scans at most the bound of it in any run, moves past it and still looks at every other node', async () => {
     const { e, attacker, victims } = await battlefield();
     // A victim with an interrupted release, which only the census's look lists as due.
     const victim = victims[0]!;
@@ -121,13 +151,14 @@ describe('Security: a node floods its own partition past anything the control pl
       if (perRun.length >= 80) throw new Error(`the census never finished: ${perRun.length} runs`);
       meter.reset();
       const run = await reconcilePaced(reconciler, e.clock.nowMs() + 3_000);
-      perRun.push(meter.bytes());
+      perRun.push(meter.scan());
       for (const arn of run.poolDue) due.add(arn);
       scanning = run.strays.scanning;
     }
 
     expect(Math.max(...perRun)).toBeLessThanOrEqual(READ_LIMIT_BYTES);
+    expect(meter.query()).toBeLessThanOrEqual(READ_LIMIT_BYTES);
     expect(due.has(victim.instanceArn)).toBe(true);
     expect(e.logs.some((l) => l.includes(attacker.instanceArn) && l.includes('left unread'))).toBe(true);
-  }, 180_000);
+  }, 400_000);
 });
