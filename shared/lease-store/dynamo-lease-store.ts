@@ -13,6 +13,7 @@ import { DynamoNodeItems } from './dynamo-node-items.js';
 import { DynamoPassMarker } from './dynamo-pass-marker.js';
 import { decodeEach, type IllFormedHandler } from './ill-formed.js';
 import { A, decodeLease, encodeNewLease, HOLDER_ATTRS, type Item, leaseKey } from './item-codec.js';
+import { PARTITION_READ_MAX_BYTES } from './partition-bound.js';
 import type { ClaimOptions, HolderRef, LeaseStore, NodeCursor, NodeRefPage } from './port.js';
 import { CLAIMABLE_INDEX, LEASE_SORT_PREFIX } from './table.js';
 import { checkArn, checkHolder, checkHolderRef, checkIp, checkNewLeases, checkTimeMs } from './validate.js';
@@ -319,12 +320,16 @@ export class DynamoLeaseStore implements LeaseStore {
     if (filter.state) values[':state'] = str(filter.state);
     return guard('list the leases of', instanceArn, () =>
       this.t
-        .queryAll({
-          KeyConditionExpression: `${A.pk} = :pk AND begins_with(${A.sk}, :prefix)`,
-          ...(filter.state ? { FilterExpression: `${A.state} = :state` } : {}),
-          ExpressionAttributeValues: values,
-          ConsistentRead: filter.eventual !== true,
-        })
+        .queryAll(
+          {
+            KeyConditionExpression: `${A.pk} = :pk AND begins_with(${A.sk}, :prefix)`,
+            ...(filter.state ? { FilterExpression: `${A.state} = :state` } : {}),
+            ExpressionAttributeValues: values,
+            ConsistentRead: filter.eventual !== true,
+          },
+          false,
+          { bytes: PARTITION_READ_MAX_BYTES, instanceArn },
+        )
         .then((items) => decodeEach(items, decodeLease, this.onIllFormed)),
     );
   }
@@ -334,18 +339,21 @@ export class DynamoLeaseStore implements LeaseStore {
     checkTimeMs('nowMs', nowMs);
     return guard('count the claimable leases of', instanceArn, async () => {
       let count = 0;
-      const pages = this.t.queryPages({
-        IndexName: CLAIMABLE_INDEX.name,
-        KeyConditionExpression: `${A.pk} = :arn AND ${A.cAt} <= :now`,
-        // A node could put `cAt` on its own node item; count leases only.
-        FilterExpression: `begins_with(${A.sk}, :prefix)`,
-        ExpressionAttributeValues: {
-          ':arn': str(instanceArn),
-          ':now': num(nowMs),
-          ':prefix': str(LEASE_SORT_PREFIX),
+      const pages = this.t.queryPages(
+        {
+          IndexName: CLAIMABLE_INDEX.name,
+          KeyConditionExpression: `${A.pk} = :arn AND ${A.cAt} <= :now`,
+          // A node could put `cAt` on its own node item; count leases only.
+          FilterExpression: `begins_with(${A.sk}, :prefix)`,
+          ExpressionAttributeValues: {
+            ':arn': str(instanceArn),
+            ':now': num(nowMs),
+            ':prefix': str(LEASE_SORT_PREFIX),
+          },
+          Select: 'COUNT',
         },
-        Select: 'COUNT',
-      });
+        { bytes: PARTITION_READ_MAX_BYTES, instanceArn },
+      );
       for await (const page of pages) count += page.Count ?? 0;
       return count;
     });

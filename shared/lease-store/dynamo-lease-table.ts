@@ -12,6 +12,7 @@ import {
 import type { IpFamily } from '../ipv6.js';
 import { num, str } from './attribute-value.js';
 import { A, decodeLease, encodeHolder, type Item, leaseKey } from './item-codec.js';
+import { itemBytes, type PartitionBound, PartitionTooLargeError, QUERY_PAGE_BYTES } from './partition-bound.js';
 import type { HolderRef } from './port.js';
 import { CLAIMABLE_INDEX, LEASE_SORT_PREFIX } from './table.js';
 
@@ -73,26 +74,45 @@ export class LeaseTable {
     return items[0] ? decodeLease(items[0]) : undefined;
   }
 
-  async queryAll(input: QueryInput, firstOnly = false): Promise<Item[]> {
+  /**
+   * Every item a query returns. With `bound` it stops once the items pass `bound.bytes` (a node can grow its own
+   * partition without limit). @throws PartitionTooLargeError past the bound.
+   */
+  async queryAll(input: QueryInput, firstOnly = false, bound?: PartitionBound): Promise<Item[]> {
     const items: Item[] = [];
-    for await (const page of this.queryPages(input)) {
-      for (const item of page.Items ?? []) items.push(item as Item);
+    let bytes = 0;
+    for await (const page of this.queryPages(input, bound)) {
+      for (const item of page.Items ?? []) {
+        items.push(item as Item);
+        if (bound) bytes += itemBytes(item);
+      }
+      if (bound && bytes > bound.bytes) throw new PartitionTooLargeError(bound.instanceArn, bytes);
       if (firstOnly && items.length > 0) break;
     }
     return items;
   }
 
-  /** Every page of a query on the table, following LastEvaluatedKey until DynamoDB gives none. */
-  async *queryPages(input: QueryInput): AsyncGenerator<Awaited<ReturnType<DynamoApi['query']>>> {
+  /**
+   * Every page of a query on the table, following LastEvaluatedKey until DynamoDB gives none. With `bound`, it
+   * stops once the full pages alone (DynamoDB ends a page at 1 MB read) have read past `bound.bytes`, however
+   * few items a filter or a COUNT returned. @throws PartitionTooLargeError past the bound.
+   */
+  async *queryPages(
+    input: QueryInput,
+    bound?: PartitionBound,
+  ): AsyncGenerator<Awaited<ReturnType<DynamoApi['query']>>> {
     let start: Item | undefined;
+    let fullPages = 0;
     do {
       const page = await this.api.query({
         ...input,
         TableName: this.table,
         ...(start ? { ExclusiveStartKey: start } : {}),
       });
-      yield page;
       start = page.LastEvaluatedKey as Item | undefined;
+      if (bound && start && input.Limit === undefined && ++fullPages * QUERY_PAGE_BYTES > bound.bytes)
+        throw new PartitionTooLargeError(bound.instanceArn, fullPages * QUERY_PAGE_BYTES);
+      yield page;
     } while (start);
   }
 

@@ -86,8 +86,13 @@ export async function sweepPools(deps: PoolDeps, options: SweepOptions = {}): Pr
     const passDue = async (): Promise<void> => {
       const arns = await loadPoolDue(cursor);
       const passed: string[] = [];
-      for (const instanceArn of arns) if (await pass({ instanceArn }, true)) passed.push(instanceArn);
-      due += arns.length;
+      // Up to 2,000 nodes: past the deadline the rest wait for the next cycle, or a run the Lambda's timeout
+      // ends would drop none of them and the next run would start the same list again, for ever.
+      for (const instanceArn of arns) {
+        if (deps.clock.nowMs() >= (options.deadlineMs ?? Number.POSITIVE_INFINITY)) break;
+        due += 1;
+        if (await pass({ instanceArn }, true)) passed.push(instanceArn);
+      }
       await dropPoolDue(cursor, deps.logger, passed);
     };
     walk = await pacedWalk(

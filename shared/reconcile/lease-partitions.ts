@@ -3,6 +3,7 @@ import type { NodeRecord } from '../domain/node.js';
 import type { DynamoApi } from '../dynamo/api.js';
 import { isConditionalCheckFailed } from '../dynamo/errors.js';
 import { A, decodeLease, decodeNode, type Item } from '../lease-store/item-codec.js';
+import { itemBytes } from '../lease-store/partition-bound.js';
 import { LEASE_SORT_PREFIX, NODE_SORT_KEY, TABLE_KEYS } from '../lease-store/table.js';
 
 /** Where a paged Scan stands: the table key of the last item read. */
@@ -20,6 +21,8 @@ export interface ScannedPartition {
   readonly nodePhase?: string;
   /** The key of the partition's last item on the page: where a Scan resumes after it. */
   readonly lastKey: ScanKey;
+  /** The size of its items on the page (item-size rules): a node can grow its own partition without limit. */
+  readonly bytes: number;
 }
 
 export interface ScanPage {
@@ -96,14 +99,18 @@ export class DynamoLeasePartitions implements LeasePartitions {
       Limit: limit,
       ...(from ? { ExclusiveStartKey: Object.fromEntries(Object.entries(from).map(([k, v]) => [k, { S: v }])) } : {}),
     });
-    const seen = new Map<string, { leases: Lease[]; illFormedLeases: number; node?: NodeRecord; nodePhase?: string }>();
+    const seen = new Map<
+      string,
+      { leases: Lease[]; illFormedLeases: number; bytes: number; node?: NodeRecord; nodePhase?: string }
+    >();
     const lastKeys = new Map<string, ScanKey>();
     for (const item of (page.Items ?? []) as Item[]) {
       const pk = item[TABLE_KEYS.partitionKey]?.S;
       const sk = item[TABLE_KEYS.sortKey]?.S ?? '';
       if (!pk) continue;
-      const entry = seen.get(pk) ?? { leases: [], illFormedLeases: 0 };
+      const entry = seen.get(pk) ?? { leases: [], illFormedLeases: 0, bytes: 0 };
       seen.set(pk, entry);
+      entry.bytes += itemBytes(item);
       lastKeys.set(pk, { [TABLE_KEYS.partitionKey]: pk, [TABLE_KEYS.sortKey]: sk });
       if (sk === NODE_SORT_KEY) {
         entry.nodePhase = item[A.phase]?.S ?? 'unknown';

@@ -3,6 +3,7 @@ import type { Lease } from '../domain/lease.js';
 import type { NodeRecord } from '../domain/node.js';
 import type { Ec2Eni } from '../ec2/port.js';
 import { ENI_TAGS } from '../ec2/tags.js';
+import { PartitionTooLargeError } from '../lease-store/partition-bound.js';
 import type { NodeRef } from '../lease-store/port.js';
 import { NODE_INDEX, nodeIndexShard } from '../lease-store/table.js';
 import { METRIC_DIMENSIONS, METRIC_NAMES } from '../metrics.js';
@@ -286,7 +287,14 @@ export async function reconcilePaced(deps: PacedReconcileDeps, deadlineMs: numbe
     states: ReadonlyMap<string, string>,
     read: { eventual?: boolean } = {},
   ) {
-    return driftOf(node, await store.listLeases(node.instanceArn, read), attached, states);
+    try {
+      return driftOf(node, await store.listLeases(node.instanceArn, read), attached, states);
+    } catch (err) {
+      // A node's flood of its own partition fails its own check, never the run (and every node after it).
+      if (!(err instanceof PartitionTooLargeError)) throw err;
+      logger.warn(err.message, { instanceArn: node.instanceArn });
+      return { items: [], clean: false };
+    }
   }
 
   function driftOf(

@@ -1,4 +1,5 @@
 import type { NodeRecord } from '../domain/node.js';
+import { PARTITION_READ_MAX_BYTES, PartitionTooLargeError } from '../lease-store/partition-bound.js';
 import { actOnStrays } from './actions.js';
 import { decideStrayLeases, instanceIdOfArn, type StrayPartition } from './gc-plan.js';
 import type { ScanKey, ScannedPartition } from './lease-partitions.js';
@@ -22,6 +23,8 @@ interface StrayScanState {
   /** A scan is under way; `from` is where its next page starts (absent: the table's start). */
   readonly scanning: boolean;
   readonly from?: ScanKey;
+  /** The partition `from` is inside of, past the read bound: the scan leaves the rest of it unread. */
+  readonly skipping?: string;
 }
 
 export interface StraySearchReport {
@@ -33,6 +36,8 @@ export interface StraySearchReport {
   /** Partitions judged this run: those the Scan found plus every marked one (the second look). */
   readonly judged: number;
   readonly strayLeases: readonly StrayPartition[];
+  /** Partitions past PARTITION_READ_MAX_BYTES this run: a node's flood, left unread and not looked at. */
+  readonly oversized: readonly string[];
 }
 
 /** The census's view of one partition, whole: every item of it that the Scan read. */
@@ -46,6 +51,7 @@ function joined(a: ScannedPartition, b: ScannedPartition): ScannedPartition {
     instanceArn: a.instanceArn,
     leases: [...a.leases, ...b.leases],
     illFormedLeases: a.illFormedLeases + b.illFormedLeases,
+    bytes: a.bytes + b.bytes,
     ...(node ? { node } : {}),
     ...(nodePhase !== undefined ? { nodePhase } : {}),
     lastKey: b.lastKey,
@@ -67,7 +73,8 @@ export async function searchStrays(
   look: CensusLook = () => {},
 ): Promise<StraySearchReport> {
   const partitions = deps.leasePartitions;
-  if (!partitions) return { scanPages: 0, scanning: false, partitionsSeen: 0, judged: 0, strayLeases: [] };
+  if (!partitions)
+    return { scanPages: 0, scanning: false, partitionsSeen: 0, judged: 0, strayLeases: [], oversized: [] };
   const periodMs = deps.strayScanPeriodMs ?? DEFAULT_STRAY_SCAN_PERIOD_MS;
   // Between scans an eventual read says so for half the units; a run that will scan reads the state again.
   const glance = await deps.cursor.load<StrayScanState>(STRAY_SCAN_CURSOR, { eventual: true });
@@ -82,26 +89,48 @@ export async function searchStrays(
   let scanPages = 0;
   let partitionsSeen = 0;
   let from = state.from;
+  let skipping = state.skipping;
+  const oversized: string[] = [];
+  const leaveUnread = (p: ScannedPartition): void => {
+    oversized.push(p.instanceArn);
+    // Still judged for a stray: the second look's reads are one item each.
+    found.add(p.instanceArn);
+    deps.logger.warn(new PartitionTooLargeError(p.instanceArn, p.bytes).message, { instanceArn: p.instanceArn });
+  };
   // The page's last partition may go on in the next page: it is looked at once whole.
   let open: ScannedPartition | undefined;
   // Past the deadline a run still reads on until it has finished one partition, or it would never move on.
   while (state.scanning && (deps.clock.nowMs() < run.deadlineMs || (open !== undefined && partitionsSeen === 0))) {
     const page = await partitions.scanPage(from, deps.censusPageItems ?? SCAN_PAGE_ITEMS);
     scanPages += 1;
-    const whole = [...page.partitions];
+    // A partition's items are contiguous: the one being skipped can only open the page.
+    const whole = page.partitions.filter((p) => p.instanceArn !== skipping);
+    if (whole.length > 0 || !page.next) skipping = undefined;
     if (open && whole[0]?.instanceArn === open.instanceArn) whole[0] = joined(open, whole[0]);
     else if (open) whole.unshift(open);
     open = page.next ? whole.pop() : undefined;
+    if (open && open.bytes > PARTITION_READ_MAX_BYTES) {
+      leaveUnread(open);
+      skipping = open.instanceArn;
+      open = undefined;
+    }
     for (const p of whole) {
       partitionsSeen += 1;
+      if (p.bytes > PARTITION_READ_MAX_BYTES) {
+        leaveUnread(p);
+        continue;
+      }
       if (p.leases.length + p.illFormedLeases > 0 && (p.nodePhase === undefined || p.nodePhase === 'GONE'))
         found.add(p.instanceArn);
       look(p);
     }
     from = page.next;
-    const resumeAt = whole.at(-1)?.lastKey ?? state.from;
+    // Nothing held over (or only a partition left unread): the next page's start is where a run resumes.
+    const resumeAt = open ? (whole.at(-1)?.lastKey ?? state.from) : page.next;
     const next: StrayScanState = { cycleStartedAtMs: state.cycleStartedAtMs, cycles: state.cycles, scanning: false };
-    state = page.next ? { ...next, scanning: true, ...(resumeAt ? { from: resumeAt } : {}) } : next;
+    state = page.next
+      ? { ...next, scanning: true, ...(resumeAt ? { from: resumeAt } : {}), ...(skipping ? { skipping } : {}) }
+      : next;
     if (!(await deps.cursor.save(STRAY_SCAN_CURSOR, state, version))) {
       deps.logger.warn('another run moved the census cursor; this run stops scanning', {});
       break;
@@ -129,5 +158,5 @@ export async function searchStrays(
     minMarkAgeMs: run.minMarkAgeMs,
   });
   await actOnStrays(deps, strayLeases, marks, run.nowMs);
-  return { scanPages, scanning: state.scanning, partitionsSeen, judged: judge.length, strayLeases };
+  return { scanPages, scanning: state.scanning, partitionsSeen, judged: judge.length, strayLeases, oversized };
 }

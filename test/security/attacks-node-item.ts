@@ -9,11 +9,17 @@ import { TABLE } from './battlefield.js';
  */
 export const NODE_ITEM_ATTACKS: readonly Attack[] = [
   {
-    name: 'Write its own node item (phase, ENI list, max pods, hook completion time, IP family)',
+    name: 'Write its own node item (phase, ENI list, max pods, hook completion time, IP family, full subnets)',
     iam: 'denied',
     run: (f) =>
       answers([
         setAttributes(f.attacker, nodeKey(f.attacker.arn), { [A.phase]: s('PROVISIONING') }),
+        // Full-subnet records steer the pool's top-up and feed the subnets-exhausted alarm: EC2's answers only.
+        setAttributes(f.attacker, nodeKey(f.attacker.arn), {
+          [A.subnetRefusals]: {
+            L: [{ M: { subnetId: s('subnet-0'), code: s('InsufficientFreeAddressesInSubnet'), atMs: n(0) } }],
+          },
+        }),
         setAttributes(f.attacker, nodeKey(f.attacker.arn), { [A.hookCompletedAt]: n(0) }),
         setAttributes(f.attacker, nodeKey(f.attacker.arn), { [A.maxPods]: n(100_000) }),
         setAttributes(f.attacker, nodeKey(f.attacker.arn), { [A.enis]: { L: [] } }),
