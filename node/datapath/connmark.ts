@@ -190,17 +190,21 @@ export async function startRemovePodConnmark(
 
 /** Lists the mangle rules of a namespace as iptables-save prints them (CHECK and tests). */
 export function mangleRules(podNsFd?: number): string[] {
-  const read = (): string[] => {
-    const [file, ...first] = iptablesCommand('iptables') as [string, ...string[]];
-    const out = spawnSync(file, [...first, '-w', '5', '-t', 'mangle', '-S'], {
-      encoding: 'utf8',
-      timeout: SPAWN_TIMEOUT_MS,
-      env: { PATH: SAFE_PATH },
-    });
-    if (out.status !== 0) throw new IptablesError(`failed to list mangle rules: ${out.stderr}`);
-    return out.stdout.split('\n').filter((l) => l.startsWith('-A '));
-  };
+  const read = (): string[] => listed(iptablesCommand('iptables'), ['-t', 'mangle', '-S']);
   return podNsFd === undefined ? read() : inNetns(podNsFd, read);
+}
+
+/** The `-A` lines of an `-S` listing, by either family's tool; a missing chain lists nothing when `missingOk`. */
+export function listed(command: readonly string[], args: readonly string[], missingOk = false): string[] {
+  const [file, ...first] = command as [string, ...string[]];
+  const out = spawnSync(file, [...first, '-w', '5', ...args], {
+    encoding: 'utf8',
+    timeout: SPAWN_TIMEOUT_MS,
+    env: { PATH: SAFE_PATH },
+  });
+  if (out.error) throw new IptablesError(`failed to run ${file}: ${out.error.message}`, { cause: out.error });
+  if (out.status !== 0 && !missingOk) throw new IptablesError(`failed to list ${args.join(' ')}: ${out.stderr}`);
+  return out.status === 0 ? out.stdout.split('\n').filter((l) => l.startsWith('-A ')) : [];
 }
 
 /** The pod's return path: `fwmark 0x80/0x80 lookup 117`, and table 117's default route via the host veth. */

@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import {
   addHostFwmarkRule,
@@ -8,6 +7,7 @@ import {
   hostChainsInput,
   IptablesError,
   iptablesCommand,
+  listed,
   POD_RETURN_TABLE,
   podRules,
   run,
@@ -55,19 +55,6 @@ export function removePodConnmark6(podNsFd: number, podVeth: string): 'removed' 
 export function mangleRules6(podNsFd?: number): string[] {
   const read = (): string[] => listed(iptablesCommand('ip6tables'), ['-t', 'mangle', '-S']);
   return podNsFd === undefined ? read() : inNetns(podNsFd, read);
-}
-
-/** The `-A` lines of an `-S` listing; a chain that does not exist lists nothing when `missingOk`. */
-export function listed(command: readonly string[], args: readonly string[], missingOk = false): string[] {
-  const [file, ...first] = command as [string, ...string[]];
-  const out = spawnSync(file, [...first, ...WAIT, ...args], {
-    encoding: 'utf8',
-    timeout: 30_000,
-    env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' },
-  });
-  if (out.error) throw new IptablesError(`failed to run ${file}: ${out.error.message}`, { cause: out.error });
-  if (out.status !== 0 && !missingOk) throw new IptablesError(`failed to list ${args.join(' ')}: ${out.stderr}`);
-  return out.status === 0 ? out.stdout.split('\n').filter((l) => l.startsWith('-A ')) : [];
 }
 
 /** The pod's IPv6 return path: `fwmark 0x80/0x80 lookup 117`, and table 117's `::/0` via the host end. */
