@@ -427,7 +427,7 @@ export function leaseStoreContract(label: string, makeStore: () => Promise<Lease
         createNode: (s, a) => s.createNode(nodeRecord(a, { maxPods: -1 })),
         updateNode: (s, a) => s.updateNode(nodeRecord(a), -1),
         acquirePassMarker: (s, a) => s.acquirePassMarker(a, 'me', 0, -1),
-        releasePassMarker: (s) => s.releasePassMarker(badArn),
+        releasePassMarker: (s) => s.releasePassMarker(badArn, 'me'),
         listNodeRefs: (s) => s.listNodeRefs({ shard: 0, afterArn: badArn }),
       };
       it.each(Object.entries(calls))(
