@@ -7,7 +7,9 @@ import { inNetns } from './native.js';
 import { listRules } from './pod-rules.js';
 import { assertIfName, loosenRpFilter } from './rp-filter.js';
 import {
+  type AddressFamily,
   AF_INET,
+  AF_INET6,
   CREATE_EXCL,
   CREATE_REPLACE,
   EEXIST,
@@ -188,17 +190,21 @@ export async function startRemovePodConnmark(
 
 /** Lists the mangle rules of a namespace as iptables-save prints them (CHECK and tests). */
 export function mangleRules(podNsFd?: number): string[] {
-  const read = (): string[] => {
-    const [file, ...first] = iptablesCommand('iptables') as [string, ...string[]];
-    const out = spawnSync(file, [...first, '-w', '5', '-t', 'mangle', '-S'], {
-      encoding: 'utf8',
-      timeout: SPAWN_TIMEOUT_MS,
-      env: { PATH: SAFE_PATH },
-    });
-    if (out.status !== 0) throw new IptablesError(`failed to list mangle rules: ${out.stderr}`);
-    return out.stdout.split('\n').filter((l) => l.startsWith('-A '));
-  };
+  const read = (): string[] => listed(iptablesCommand('iptables'), ['-t', 'mangle', '-S']);
   return podNsFd === undefined ? read() : inNetns(podNsFd, read);
+}
+
+/** The `-A` lines of an `-S` listing, by either family's tool; a missing chain lists nothing when `missingOk`. */
+export function listed(command: readonly string[], args: readonly string[], missingOk = false): string[] {
+  const [file, ...first] = command as [string, ...string[]];
+  const out = spawnSync(file, [...first, '-w', '5', ...args], {
+    encoding: 'utf8',
+    timeout: SPAWN_TIMEOUT_MS,
+    env: { PATH: SAFE_PATH },
+  });
+  if (out.error) throw new IptablesError(`failed to run ${file}: ${out.error.message}`, { cause: out.error });
+  if (out.status !== 0 && !missingOk) throw new IptablesError(`failed to list ${args.join(' ')}: ${out.stderr}`);
+  return out.status === 0 ? out.stdout.split('\n').filter((l) => l.startsWith('-A ')) : [];
 }
 
 /** The pod's return path: `fwmark 0x80/0x80 lookup 117`, and table 117's default route via the host veth. */
@@ -213,26 +219,46 @@ export async function addPodReturnPath(
       { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_REPLACE },
     ),
   );
-  try {
-    await pod.newRule(
-      { family: AF_INET, table: POD_RETURN_TABLE, action: 1 },
-      { fwmark: CONNMARK, fwmask: CONNMARK, table: POD_RETURN_TABLE, priority: POD_FWMARK_RULE_PRIORITY },
-      { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL },
-    );
-  } catch (err) {
-    // A second attachment in the same pod shares the rule.
-    if (errnoOf(err) !== EEXIST) await rtnl('add the pod fwmark rule', () => Promise.reject(err));
-  }
+  await addPodFwmarkRule(pod, AF_INET);
 }
 
-export async function removePodReturnRule(pod: RtNetlinkSocket): Promise<'removed' | 'absent'> {
-  return rtnlDelete('delete the pod fwmark rule', () =>
-    pod.delRule(
-      { family: AF_INET, table: POD_RETURN_TABLE, action: 1 },
-      { fwmark: CONNMARK, fwmask: CONNMARK, table: POD_RETURN_TABLE, priority: POD_FWMARK_RULE_PRIORITY },
-      { timeout: REQUEST_TIMEOUT_MS },
-    ),
+/** The pod's `fwmark 0x80/0x80 lookup 117` in one family; a second attachment in the same pod shares it. */
+export function addPodFwmarkRule(pod: RtNetlinkSocket, family: AddressFamily): Promise<void> {
+  return addMarkRule(pod, markRule(family, POD_RETURN_TABLE, POD_FWMARK_RULE_PRIORITY), 'pod');
+}
+
+export async function removePodReturnRule(pod: RtNetlinkSocket, family: AddressFamily): Promise<'removed' | 'absent'> {
+  const rule = markRule(family, POD_RETURN_TABLE, POD_FWMARK_RULE_PRIORITY);
+  return rtnlDelete(`delete the pod ${familyWord(family)}fwmark rule`, () =>
+    pod.delRule(rule.header, rule.attrs, { timeout: REQUEST_TIMEOUT_MS }),
   );
+}
+
+/** The host's `fwmark 0x80/0x80 lookup main` (priority 1024) in one family; an ADD racing this one may add it first. */
+export function addHostFwmarkRule(host: RtNetlinkSocket, family: AddressFamily): Promise<void> {
+  return addMarkRule(host, markRule(family, RT_TABLE_MAIN, HOST_FWMARK_RULE_PRIORITY), 'host');
+}
+
+function markRule(family: AddressFamily, table: number, priority: number) {
+  return {
+    family,
+    header: { family, table, action: 1 },
+    attrs: { fwmark: CONNMARK, fwmask: CONNMARK, table, priority },
+  };
+}
+
+function familyWord(family: AddressFamily): string {
+  return family === AF_INET6 ? 'IPv6 ' : '';
+}
+
+/** Adds a mark rule with CREATE_EXCL, so an equal rule already there is the only refusal taken as done. */
+async function addMarkRule(socket: RtNetlinkSocket, rule: ReturnType<typeof markRule>, side: string): Promise<void> {
+  try {
+    await socket.newRule(rule.header, rule.attrs, { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL });
+  } catch (err) {
+    if (errnoOf(err) !== EEXIST)
+      await rtnl(`add the ${side} ${familyWord(rule.family)}fwmark rule`, () => Promise.reject(err));
+  }
 }
 
 /**
@@ -262,15 +288,7 @@ export async function ensureHostConnmark(
     run(iptablesCommand('iptables'), ['-w', '5', '-t', table, '-C', chain, '-j', target]).status === 0;
   const res = run(iptablesCommand('iptables-restore'), ['-w', '5', '--noflush'], hostChainsInput(has));
   if (res.status !== 0) throw new IptablesError(`failed to install the host connmark rules: ${res.stderr.trim()}`);
-  try {
-    await host.newRule(
-      { family: AF_INET, table: RT_TABLE_MAIN, action: 1 },
-      { fwmark: CONNMARK, fwmask: CONNMARK, table: RT_TABLE_MAIN, priority: HOST_FWMARK_RULE_PRIORITY },
-      { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL },
-    );
-  } catch (err) {
-    if (errnoOf(err) !== EEXIST) await rtnl('add the host fwmark rule', () => Promise.reject(err));
-  }
+  await addHostFwmarkRule(host, AF_INET);
   return 'installed';
 }
 

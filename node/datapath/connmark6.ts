@@ -1,12 +1,13 @@
-import { spawnSync } from 'node:child_process';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import {
+  addHostFwmarkRule,
+  addPodFwmarkRule,
   CONNMARK,
   HOST_FWMARK_RULE_PRIORITY,
   hostChainsInput,
   IptablesError,
   iptablesCommand,
-  POD_FWMARK_RULE_PRIORITY,
+  listed,
   POD_RETURN_TABLE,
   podRules,
   run,
@@ -15,18 +16,7 @@ import {
 import { HOST_VETH_LINK_LOCAL } from './host-veth.js';
 import { inNetns } from './native.js';
 import { listRules } from './pod-rules.js';
-import {
-  AF_INET6,
-  CREATE_EXCL,
-  CREATE_REPLACE,
-  EEXIST,
-  errnoOf,
-  ipBytes,
-  REQUEST_TIMEOUT_MS,
-  RT_TABLE_MAIN,
-  rtnl,
-  rtnlDelete,
-} from './rtnl.js';
+import { AF_INET6, CREATE_REPLACE, ipBytes, REQUEST_TIMEOUT_MS, rtnl } from './rtnl.js';
 
 // connmark.ts for IPv6: the same marks, chains and return path in ip6tables and the IPv6 rule set, which the
 // kernel keeps apart from IPv4's. The pod's return route leads to the host end's link-local address (host-veth.ts).
@@ -67,24 +57,6 @@ export function mangleRules6(podNsFd?: number): string[] {
   return podNsFd === undefined ? read() : inNetns(podNsFd, read);
 }
 
-/** The `-A` lines of an `-S` listing; a chain that does not exist lists nothing when `missingOk`. */
-export function listed(command: readonly string[], args: readonly string[], missingOk = false): string[] {
-  const [file, ...first] = command as [string, ...string[]];
-  const out = spawnSync(file, [...first, ...WAIT, ...args], {
-    encoding: 'utf8',
-    timeout: 30_000,
-    env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' },
-  });
-  if (out.error) throw new IptablesError(`failed to run ${file}: ${out.error.message}`, { cause: out.error });
-  if (out.status !== 0 && !missingOk) throw new IptablesError(`failed to list ${args.join(' ')}: ${out.stderr}`);
-  return out.status === 0 ? out.stdout.split('\n').filter((l) => l.startsWith('-A ')) : [];
-}
-
-const returnRule = {
-  header: { family: AF_INET6, table: POD_RETURN_TABLE, action: 1 },
-  attrs: { fwmark: CONNMARK, fwmask: CONNMARK, table: POD_RETURN_TABLE, priority: POD_FWMARK_RULE_PRIORITY },
-};
-
 /** The pod's IPv6 return path: `fwmark 0x80/0x80 lookup 117`, and table 117's `::/0` via the host end. */
 export async function addPodReturnPath6(pod: RtNetlinkSocket, podIndex: number): Promise<void> {
   await rtnl('add the pod IPv6 return route through the host veth', () =>
@@ -94,18 +66,7 @@ export async function addPodReturnPath6(pod: RtNetlinkSocket, podIndex: number):
       { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_REPLACE },
     ),
   );
-  try {
-    await pod.newRule(returnRule.header, returnRule.attrs, { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL });
-  } catch (err) {
-    // A second attachment in the same pod shares the rule.
-    if (errnoOf(err) !== EEXIST) await rtnl('add the pod IPv6 fwmark rule', () => Promise.reject(err));
-  }
-}
-
-export async function removePodReturnRule6(pod: RtNetlinkSocket): Promise<'removed' | 'absent'> {
-  return rtnlDelete('delete the pod IPv6 fwmark rule', () =>
-    pod.delRule(returnRule.header, returnRule.attrs, { timeout: REQUEST_TIMEOUT_MS }),
-  );
+  await addPodFwmarkRule(pod, AF_INET6);
 }
 
 /**
@@ -119,14 +80,6 @@ export async function ensureHostConnmark6(host: RtNetlinkSocket): Promise<'insta
     run(iptablesCommand('ip6tables'), [...WAIT, '-t', table, '-C', chain, '-j', target]).status === 0;
   const res = restore6(hostChainsInput(has));
   if (res.status !== 0) throw new IptablesError(`failed to install the host IPv6 connmark rules: ${res.stderr.trim()}`);
-  try {
-    await host.newRule(
-      { family: AF_INET6, table: RT_TABLE_MAIN, action: 1 },
-      { fwmark: CONNMARK, fwmask: CONNMARK, table: RT_TABLE_MAIN, priority: HOST_FWMARK_RULE_PRIORITY },
-      { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL },
-    );
-  } catch (err) {
-    if (errnoOf(err) !== EEXIST) await rtnl('add the host IPv6 fwmark rule', () => Promise.reject(err));
-  }
+  await addHostFwmarkRule(host, AF_INET6);
   return 'installed';
 }

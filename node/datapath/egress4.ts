@@ -3,8 +3,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import { dirname, join } from 'node:path';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import { formatIpv4, parseCidr } from '../../shared/ipv4.js';
-import { IptablesError, iptablesCommand, run } from './connmark.js';
-import { listed } from './connmark6.js';
+import { IptablesError, iptablesCommand, listed, run } from './connmark.js';
 import { IMDS_ADDRESS } from './port.js';
 import { assertIfName } from './rp-filter.js';
 import { AF_INET, CREATE_EXCL, CREATE_REPLACE, ipBytes, REQUEST_TIMEOUT_MS, RT_TABLE_MAIN, rtnl } from './rtnl.js';

@@ -142,16 +142,16 @@ export async function deleteLinkByName(socket: RtNetlinkSocket, name: string): P
   }
 }
 
+/** What the pod-side routes need, in either family: the pod end of the veth, its address, and where to route. */
+export interface PodSideRoutesSpec {
+  readonly podIndex: number;
+  readonly podIp: string;
+  readonly hostIps: readonly string[];
+  readonly serviceCidrs: readonly string[];
+}
+
 /** The pod's routes to the host's addresses (/32, on-link) and the service CIDRs (via the first host address). */
-export async function addPodSideRoutes(
-  pod: RtNetlinkSocket,
-  spec: {
-    readonly podIndex: number;
-    readonly podIp: string;
-    readonly hostIps: readonly string[];
-    readonly serviceCidrs: readonly string[];
-  },
-): Promise<void> {
+export async function addPodSideRoutes(pod: RtNetlinkSocket, spec: PodSideRoutesSpec): Promise<void> {
   const opts = { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL };
   const src = ipBytes(AF_INET, spec.podIp);
   for (const hostIp of spec.hostIps) {
@@ -286,15 +286,7 @@ async function addVethRoute6(
 }
 
 /** The pod's IPv6 routes to the host's IPv6 addresses and the IPv6 service CIDRs, via the host end. */
-export async function addPodSideRoutes6(
-  pod: RtNetlinkSocket,
-  spec: {
-    readonly podIndex: number;
-    readonly podIp: string;
-    readonly hostIps: readonly string[];
-    readonly serviceCidrs: readonly string[];
-  },
-): Promise<void> {
+export async function addPodSideRoutes6(pod: RtNetlinkSocket, spec: PodSideRoutesSpec): Promise<void> {
   for (const dst of [...spec.hostIps, ...spec.serviceCidrs])
     await addVethRoute6(pod, `add the pod route to ${dst}`, {
       dst,

@@ -15,7 +15,6 @@ import {
   ensureHostConnmark6,
   mangleRules6,
   removePodConnmark6,
-  removePodReturnRule6,
   startInstallPodConnmark6,
 } from './connmark6.js';
 import {
@@ -253,8 +252,8 @@ export async function setupPodRouting(
   fault('add-pod-routes');
   if (returnV4 || v6) {
     undo.push('add-return-path', async () => {
-      if (returnV4) await removePodReturnRule(s.pod);
-      if (v6) await removePodReturnRule6(s.pod);
+      if (returnV4) await removePodReturnRule(s.pod, AF_INET);
+      if (v6) await removePodReturnRule(s.pod, AF_INET6);
     });
     if (returnV4) await addPodReturnPath(s.pod, { podIndex: pair.podIndex, hostIp: firstHostIp });
     if (v6) await addPodReturnPath6(s.pod, pair.podIndex);

@@ -59,7 +59,13 @@ export function afOf(ip: string): AddressFamily {
   return ipFamilyOf(ip) === 'ipv6' ? AF_INET6 : AF_INET;
 }
 export const RT_TABLE_MAIN = 254;
-export const REQUEST_TIMEOUT_MS = 5_000;
+/**
+ * Per request. The kernel answers in microseconds, but a request first waits for the RTNL mutex, which a loaded
+ * node (many pods torn down at once) holds for seconds; the runtime gives the whole CNI call minutes, and no
+ * deadline of its own reaches the plugin, so only a kernel that never answers should meet this. Same as the
+ * iptables spawns' limit (connmark.ts).
+ */
+export const REQUEST_TIMEOUT_MS = 30_000;
 /** NLM_F_CREATE | NLM_F_EXCL: a create never silently reuses an object someone else made. */
 export const CREATE_EXCL = 0x400 | 0x200;
 /** NLM_F_CREATE | NLM_F_REPLACE: idempotent for objects that are ours by construction (keyed by the pod's address). */

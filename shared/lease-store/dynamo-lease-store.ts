@@ -1,9 +1,8 @@
 import type { Lease, LeaseHolder, LeaseState, NewLease } from '../domain/lease.js';
-import { LEASE_STATES } from '../domain/lease.js';
 import type { NodeRecord } from '../domain/node.js';
 import type { DynamoApi } from '../dynamo/api.js';
 import { isConditionalCheckFailed } from '../dynamo/errors.js';
-import { LeaseConflictError, NoFreeLeaseError, ValidationError } from '../errors.js';
+import { LeaseConflictError, NoFreeLeaseError } from '../errors.js';
 import type { IpFamily } from '../ipv6.js';
 import { sleepMs } from '../sleep.js';
 import { num, str } from './attribute-value.js';
@@ -16,7 +15,7 @@ import { A, decodeLease, encodeNewLease, HOLDER_ATTRS, type Item, leaseKey } fro
 import { PARTITION_READ_MAX_BYTES } from './partition-bound.js';
 import type { ClaimOptions, HolderRef, LeaseStore, NodeCursor, NodeRefPage } from './port.js';
 import { CLAIMABLE_INDEX, LEASE_SORT_PREFIX } from './table.js';
-import { checkArn, checkHolder, checkHolderRef, checkIp, checkNewLeases, checkTimeMs } from './validate.js';
+import { CLAIM_DEFAULTS, leaseStoreChecks } from './validate.js';
 
 export interface DynamoLeaseStoreOptions {
   readonly api: DynamoApi;
@@ -38,9 +37,6 @@ export interface DynamoLeaseStoreOptions {
    */
   readonly onIllFormedItem?: IllFormedHandler;
 }
-
-const DEFAULT_CANDIDATES = 16;
-const DEFAULT_MAX_ATTEMPTS = 8;
 
 /**
  * The LeaseStore on DynamoDB. Every state change is one conditional write on one item; the lease state machine
@@ -83,8 +79,7 @@ export class DynamoLeaseStore implements LeaseStore {
   }
 
   async putLeases(leases: readonly NewLease[], nowMs: number): Promise<void> {
-    checkNewLeases(leases);
-    checkTimeMs('nowMs', nowMs);
+    leaseStoreChecks.putLeases(leases, nowMs);
     // Not BatchWriteItem: its puts are unconditional, so a resumed or duplicated launch would overwrite a
     // lease a pod has CLAIMED since, back to FREE — and hand its address to a second pod. One conditional
     // PutItem per lease (`attribute_not_exists`) costs the same write units and keeps what is there.
@@ -109,13 +104,8 @@ export class DynamoLeaseStore implements LeaseStore {
   }
 
   async claim(instanceArn: string, holder: LeaseHolder, nowMs: number, options: ClaimOptions = {}): Promise<Lease> {
-    checkArn(instanceArn);
-    checkHolder(holder);
-    checkTimeMs('nowMs', nowMs);
-    const candidates = options.candidates ?? DEFAULT_CANDIDATES;
-    const maxAttempts = options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
-    if (!Number.isInteger(candidates) || candidates < 1) throw new ValidationError('candidates must be >= 1');
-    if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new ValidationError('maxAttempts must be >= 1');
+    leaseStoreChecks.claim(instanceArn, holder, nowMs, options);
+    const { candidates = CLAIM_DEFAULTS.candidates, maxAttempts = CLAIM_DEFAULTS.maxAttempts } = options;
     return guard('claim a lease on', instanceArn, async () => {
       const filter = {
         ...(options.family ? { family: options.family } : {}),
@@ -155,8 +145,7 @@ export class DynamoLeaseStore implements LeaseStore {
     ifName: string,
     family?: IpFamily,
   ): Promise<Lease | undefined> {
-    checkArn(instanceArn);
-    checkHolderRef({ containerId, ifName });
+    leaseStoreChecks.findByHolder(instanceArn, containerId, ifName, family);
     return guard('find the lease of', `${containerId}/${ifName}`, () =>
       this.t.queryHolder(instanceArn, { containerId, ifName }, family),
     );
@@ -169,11 +158,7 @@ export class DynamoLeaseStore implements LeaseStore {
     reuseWaitMs: number,
     ip?: string,
   ): Promise<Lease | undefined> {
-    checkArn(instanceArn);
-    checkHolderRef(holder);
-    checkTimeMs('nowMs', nowMs);
-    checkTimeMs('reuseWaitMs', reuseWaitMs);
-    if (ip !== undefined) checkIp(ip);
+    leaseStoreChecks.release(instanceArn, holder, nowMs, reuseWaitMs, ip);
     return guard('release the lease of', `${holder.containerId}/${holder.ifName}`, async () => {
       let address = ip;
       if (address === undefined) {
@@ -212,10 +197,7 @@ export class DynamoLeaseStore implements LeaseStore {
   }
 
   async markReleasing(instanceArn: string, ip: string, nowMs: number, freeSinceBeforeMs?: number): Promise<Lease> {
-    checkArn(instanceArn);
-    checkIp(ip);
-    checkTimeMs('nowMs', nowMs);
-    if (freeSinceBeforeMs !== undefined) checkTimeMs('freeSinceBeforeMs', freeSinceBeforeMs);
+    leaseStoreChecks.markReleasing(instanceArn, ip, nowMs, freeSinceBeforeMs);
     const values: Item = {
       ':free': str('FREE'),
       ':cooldown': str('COOLDOWN'),
@@ -246,9 +228,7 @@ export class DynamoLeaseStore implements LeaseStore {
   }
 
   async revertReleasing(instanceArn: string, ip: string, nowMs: number): Promise<Lease> {
-    checkArn(instanceArn);
-    checkIp(ip);
-    checkTimeMs('nowMs', nowMs);
+    leaseStoreChecks.revertReleasing(instanceArn, ip, nowMs);
     return guard(`revert RELEASING lease ${ip} of`, instanceArn, () =>
       this.t.conditionalUpdate(instanceArn, ip, 'revert RELEASING', {
         TableName: this.table,
@@ -267,8 +247,7 @@ export class DynamoLeaseStore implements LeaseStore {
   }
 
   async deleteReleasing(instanceArn: string, ip: string): Promise<void> {
-    checkArn(instanceArn);
-    checkIp(ip);
+    leaseStoreChecks.deleteReleasing(instanceArn, ip);
     await guard(`delete RELEASING lease ${ip} of`, instanceArn, async () => {
       try {
         await this.api.deleteItem({
@@ -290,7 +269,7 @@ export class DynamoLeaseStore implements LeaseStore {
   }
 
   async deleteNodePartition(instanceArn: string): Promise<number> {
-    checkArn(instanceArn);
+    leaseStoreChecks.deleteNodePartition(instanceArn);
     return guard('delete the partition of', instanceArn, async () => {
       const keys = await this.t.queryAll({
         KeyConditionExpression: `${A.pk} = :pk`,
@@ -306,16 +285,12 @@ export class DynamoLeaseStore implements LeaseStore {
   }
 
   async getLease(instanceArn: string, ip: string): Promise<Lease | undefined> {
-    checkArn(instanceArn);
-    checkIp(ip);
+    leaseStoreChecks.getLease(instanceArn, ip);
     return guard(`read lease ${ip} of`, instanceArn, () => this.t.getLeaseItem(instanceArn, ip));
   }
 
   async listLeases(instanceArn: string, filter: { state?: LeaseState; eventual?: boolean } = {}): Promise<Lease[]> {
-    checkArn(instanceArn);
-    if (filter.state !== undefined && !LEASE_STATES.includes(filter.state)) {
-      throw new ValidationError(`unknown lease state ${JSON.stringify(filter.state)}`);
-    }
+    leaseStoreChecks.listLeases(instanceArn, filter);
     const values: Item = { ':pk': str(instanceArn), ':prefix': str(LEASE_SORT_PREFIX) };
     if (filter.state) values[':state'] = str(filter.state);
     return guard('list the leases of', instanceArn, () =>
@@ -335,8 +310,7 @@ export class DynamoLeaseStore implements LeaseStore {
   }
 
   async countClaimable(instanceArn: string, nowMs: number): Promise<number> {
-    checkArn(instanceArn);
-    checkTimeMs('nowMs', nowMs);
+    leaseStoreChecks.countClaimable(instanceArn, nowMs);
     return guard('count the claimable leases of', instanceArn, async () => {
       let count = 0;
       const pages = this.t.queryPages(
@@ -359,31 +333,38 @@ export class DynamoLeaseStore implements LeaseStore {
     });
   }
 
-  getNode(instanceArn: string, read: { eventual?: boolean } = {}): Promise<NodeRecord | undefined> {
+  async getNode(instanceArn: string, read: { eventual?: boolean } = {}): Promise<NodeRecord | undefined> {
+    leaseStoreChecks.getNode(instanceArn, read);
     return this.nodes.getNode(instanceArn, read);
   }
 
-  createNode(node: NodeRecord): Promise<boolean> {
+  async createNode(node: NodeRecord): Promise<boolean> {
+    leaseStoreChecks.createNode(node);
     return this.nodes.createNode(node);
   }
 
-  updateNode(next: NodeRecord, expectedVersion: number): Promise<NodeRecord> {
+  async updateNode(next: NodeRecord, expectedVersion: number): Promise<NodeRecord> {
+    leaseStoreChecks.updateNode(next, expectedVersion);
     return this.nodes.updateNode(next, expectedVersion);
   }
 
-  listNodes(): Promise<NodeRecord[]> {
+  async listNodes(): Promise<NodeRecord[]> {
+    leaseStoreChecks.listNodes();
     return this.index.listNodes();
   }
 
-  listNodeRefs(from?: NodeCursor, limit?: number): Promise<NodeRefPage> {
+  async listNodeRefs(from?: NodeCursor, limit?: number): Promise<NodeRefPage> {
+    leaseStoreChecks.listNodeRefs(from, limit);
     return this.index.listNodeRefs(from, limit);
   }
 
-  acquirePassMarker(instanceArn: string, owner: string, nowMs: number, ttlMs: number): Promise<boolean> {
+  async acquirePassMarker(instanceArn: string, owner: string, nowMs: number, ttlMs: number): Promise<boolean> {
+    leaseStoreChecks.acquirePassMarker(instanceArn, owner, nowMs, ttlMs);
     return this.pass.acquire(instanceArn, owner, nowMs, ttlMs);
   }
 
-  releasePassMarker(instanceArn: string, owner: string): Promise<void> {
+  async releasePassMarker(instanceArn: string, owner: string): Promise<void> {
+    leaseStoreChecks.releasePassMarker(instanceArn, owner);
     return this.pass.release(instanceArn, owner);
   }
 }

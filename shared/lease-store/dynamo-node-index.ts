@@ -8,7 +8,6 @@ import { decodeEach, type IllFormedHandler } from './ill-formed.js';
 import { A, decodeNodeRef, type Item, nodeKey } from './item-codec.js';
 import type { NodeCursor, NodeRef, NodeRefPage } from './port.js';
 import { NODE_INDEX, NODE_SORT_KEY, nodeIndexShards } from './table.js';
-import { checkArn } from './validate.js';
 
 export interface DynamoNodeIndexOptions {
   readonly api: DynamoApi;
@@ -44,10 +43,6 @@ export class DynamoNodeIndex {
   }
 
   async listNodeRefs(from: NodeCursor = { shard: 0 }, limit = 1000): Promise<NodeRefPage> {
-    if (!Number.isInteger(from.shard) || from.shard < 0 || from.shard > NODE_INDEX.shards)
-      throw new ValidationError(`node cursor shard must be 0..${NODE_INDEX.shards}, got ${from.shard}`);
-    if (from.afterArn !== undefined) checkArn(from.afterArn);
-    if (!Number.isInteger(limit) || limit < 1) throw new ValidationError('limit must be >= 1');
     return guard('list', 'the node index', async () => {
       const refs: NodeRef[] = [];
       const shards = nodeIndexShards();

@@ -1,11 +1,10 @@
 import type { NodeRecord } from '../domain/node.js';
 import type { DynamoApi } from '../dynamo/api.js';
 import { isConditionalCheckFailed } from '../dynamo/errors.js';
-import { NodeNotFoundError, ValidationError, VersionConflictError } from '../errors.js';
+import { NodeNotFoundError, VersionConflictError } from '../errors.js';
 import { num } from './attribute-value.js';
 import { guard } from './dynamo-lease-table.js';
 import { A, decodeNode, encodeNode, type Item, nodeKey } from './item-codec.js';
-import { checkArn, checkNode } from './validate.js';
 
 /** The node item of each partition: one versioned item the control plane writes whole. */
 export class DynamoNodeItems {
@@ -15,7 +14,6 @@ export class DynamoNodeItems {
   ) {}
 
   async getNode(instanceArn: string, read: { eventual?: boolean } = {}): Promise<NodeRecord | undefined> {
-    checkArn(instanceArn);
     return guard('read the node item of', instanceArn, async () => {
       const out = await this.api.getItem({
         TableName: this.table,
@@ -27,7 +25,6 @@ export class DynamoNodeItems {
   }
 
   async createNode(node: NodeRecord): Promise<boolean> {
-    checkNode(node);
     return guard('create the node item of', node.instanceArn, async () => {
       try {
         await this.api.putItem({
@@ -44,10 +41,6 @@ export class DynamoNodeItems {
   }
 
   async updateNode(next: NodeRecord, expectedVersion: number): Promise<NodeRecord> {
-    checkNode(next);
-    if (!Number.isSafeInteger(expectedVersion) || expectedVersion < 0) {
-      throw new ValidationError(`expectedVersion must be a non-negative integer, got ${expectedVersion}`);
-    }
     return guard('update the node item of', next.instanceArn, async () => {
       const written = { ...next, version: expectedVersion + 1 };
       try {

@@ -4,7 +4,6 @@ import { num, str } from './attribute-value.js';
 import { guard } from './dynamo-lease-table.js';
 import { A, type Item } from './item-codec.js';
 import { PASS_MARKER_SORT_KEY } from './table.js';
-import { checkArn, checkTimeMs } from './validate.js';
 
 const passKey = (instanceArn: string): Item => ({ [A.pk]: str(instanceArn), [A.sk]: str(PASS_MARKER_SORT_KEY) });
 
@@ -19,9 +18,6 @@ export class DynamoPassMarker {
   ) {}
 
   async acquire(instanceArn: string, owner: string, nowMs: number, ttlMs: number): Promise<boolean> {
-    checkArn(instanceArn);
-    checkTimeMs('nowMs', nowMs);
-    checkTimeMs('ttlMs', ttlMs);
     return guard('take the assignment-pass marker of', instanceArn, async () => {
       try {
         await this.api.putItem({
@@ -39,7 +35,6 @@ export class DynamoPassMarker {
   }
 
   async release(instanceArn: string, owner: string): Promise<void> {
-    checkArn(instanceArn);
     await guard('give back the assignment-pass marker of', instanceArn, async () => {
       try {
         await this.api.deleteItem({

@@ -1,6 +1,5 @@
 import {
   isClaimable,
-  LEASE_STATES,
   type Lease,
   type LeaseHolder,
   type LeaseState,
@@ -13,13 +12,12 @@ import {
   LeaseNotFoundError,
   NodeNotFoundError,
   NoFreeLeaseError,
-  ValidationError,
   VersionConflictError,
 } from '../errors.js';
 import { type IpFamily, ipFamilyOf } from '../ipv6.js';
 import type { ClaimOptions, HolderRef, LeaseStore, NodeCursor, NodeRefPage } from './port.js';
-import { NODE_INDEX, nodeIndexShard, nodeIndexShards } from './table.js';
-import { checkArn, checkHolder, checkHolderRef, checkIp, checkNewLeases, checkNode, checkTimeMs } from './validate.js';
+import { nodeIndexShard, nodeIndexShards } from './table.js';
+import { CLAIM_DEFAULTS, leaseStoreChecks } from './validate.js';
 
 type Operation = keyof LeaseStore;
 
@@ -41,8 +39,7 @@ export class MemoryLeaseStore implements LeaseStore {
   }
 
   async putLeases(leases: readonly NewLease[], nowMs: number): Promise<void> {
-    checkNewLeases(leases);
-    checkTimeMs('nowMs', nowMs);
+    leaseStoreChecks.putLeases(leases, nowMs);
     await this.enter('putLeases');
     for (const lease of leases) {
       const partition = this.partition(lease.instanceArn);
@@ -66,13 +63,8 @@ export class MemoryLeaseStore implements LeaseStore {
   }
 
   async claim(instanceArn: string, holder: LeaseHolder, nowMs: number, options: ClaimOptions = {}): Promise<Lease> {
-    checkArn(instanceArn);
-    checkHolder(holder);
-    checkTimeMs('nowMs', nowMs);
-    const candidates = options.candidates ?? 16;
-    const maxAttempts = options.maxAttempts ?? 8;
-    if (!Number.isInteger(candidates) || candidates < 1) throw new ValidationError('candidates must be >= 1');
-    if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new ValidationError('maxAttempts must be >= 1');
+    leaseStoreChecks.claim(instanceArn, holder, nowMs, options);
+    const { candidates = CLAIM_DEFAULTS.candidates, maxAttempts = CLAIM_DEFAULTS.maxAttempts } = options;
     await this.enter('claim');
     if (options.checkExisting ?? true) {
       const existing = this.held(instanceArn, holder, options.family);
@@ -110,8 +102,7 @@ export class MemoryLeaseStore implements LeaseStore {
     ifName: string,
     family?: IpFamily,
   ): Promise<Lease | undefined> {
-    checkArn(instanceArn);
-    checkHolderRef({ containerId, ifName });
+    leaseStoreChecks.findByHolder(instanceArn, containerId, ifName, family);
     await this.enter('findByHolder');
     return this.held(instanceArn, { containerId, ifName }, family);
   }
@@ -123,11 +114,7 @@ export class MemoryLeaseStore implements LeaseStore {
     reuseWaitMs: number,
     ip?: string,
   ): Promise<Lease | undefined> {
-    checkArn(instanceArn);
-    checkHolderRef(holder);
-    checkTimeMs('nowMs', nowMs);
-    checkTimeMs('reuseWaitMs', reuseWaitMs);
-    if (ip !== undefined) checkIp(ip);
+    leaseStoreChecks.release(instanceArn, holder, nowMs, reuseWaitMs, ip);
     await this.enter('release');
     const current = ip === undefined ? this.held(instanceArn, holder) : this.partition(instanceArn).get(ip);
     if (current?.state !== 'CLAIMED' || !current.holder || !sameHolder(current.holder, holder)) return undefined;
@@ -136,10 +123,7 @@ export class MemoryLeaseStore implements LeaseStore {
   }
 
   async markReleasing(instanceArn: string, ip: string, nowMs: number, freeSinceBeforeMs?: number): Promise<Lease> {
-    checkArn(instanceArn);
-    checkIp(ip);
-    checkTimeMs('nowMs', nowMs);
-    if (freeSinceBeforeMs !== undefined) checkTimeMs('freeSinceBeforeMs', freeSinceBeforeMs);
+    leaseStoreChecks.markReleasing(instanceArn, ip, nowMs, freeSinceBeforeMs);
     await this.enter('markReleasing');
     const current = this.partition(instanceArn).get(ip);
     if (!current) throw new LeaseNotFoundError(instanceArn, ip);
@@ -158,9 +142,7 @@ export class MemoryLeaseStore implements LeaseStore {
   }
 
   async revertReleasing(instanceArn: string, ip: string, nowMs: number): Promise<Lease> {
-    checkArn(instanceArn);
-    checkIp(ip);
-    checkTimeMs('nowMs', nowMs);
+    leaseStoreChecks.revertReleasing(instanceArn, ip, nowMs);
     await this.enter('revertReleasing');
     const current = this.partition(instanceArn).get(ip);
     if (!current) throw new LeaseNotFoundError(instanceArn, ip);
@@ -174,8 +156,7 @@ export class MemoryLeaseStore implements LeaseStore {
   }
 
   async deleteReleasing(instanceArn: string, ip: string): Promise<void> {
-    checkArn(instanceArn);
-    checkIp(ip);
+    leaseStoreChecks.deleteReleasing(instanceArn, ip);
     await this.enter('deleteReleasing');
     const current = this.partition(instanceArn).get(ip);
     if (!current) return;
@@ -189,7 +170,7 @@ export class MemoryLeaseStore implements LeaseStore {
   }
 
   async deleteNodePartition(instanceArn: string): Promise<number> {
-    checkArn(instanceArn);
+    leaseStoreChecks.deleteNodePartition(instanceArn);
     await this.enter('deleteNodePartition');
     const count = (this.leases.get(instanceArn)?.size ?? 0) + (this.nodes.has(instanceArn) ? 1 : 0);
     this.leases.delete(instanceArn);
@@ -199,18 +180,14 @@ export class MemoryLeaseStore implements LeaseStore {
   }
 
   async getLease(instanceArn: string, ip: string): Promise<Lease | undefined> {
-    checkArn(instanceArn);
-    checkIp(ip);
+    leaseStoreChecks.getLease(instanceArn, ip);
     await this.enter('getLease');
     return this.leases.get(instanceArn)?.get(ip);
   }
 
   /** Always current: memory has no replicas, so an eventual read is a consistent one. */
   async listLeases(instanceArn: string, filter: { state?: LeaseState; eventual?: boolean } = {}): Promise<Lease[]> {
-    checkArn(instanceArn);
-    if (filter.state !== undefined && !LEASE_STATES.includes(filter.state)) {
-      throw new ValidationError(`unknown lease state ${JSON.stringify(filter.state)}`);
-    }
+    leaseStoreChecks.listLeases(instanceArn, filter);
     await this.enter('listLeases');
     // DynamoDB returns a partition in sort-key order: `ip#10.0.0.10` before `ip#10.0.0.9`.
     return [...(this.leases.get(instanceArn)?.values() ?? [])]
@@ -219,21 +196,20 @@ export class MemoryLeaseStore implements LeaseStore {
   }
 
   async countClaimable(instanceArn: string, nowMs: number): Promise<number> {
-    checkArn(instanceArn);
-    checkTimeMs('nowMs', nowMs);
+    leaseStoreChecks.countClaimable(instanceArn, nowMs);
     await this.enter('countClaimable');
     return [...(this.leases.get(instanceArn)?.values() ?? [])].filter((l) => isClaimable(l, nowMs)).length;
   }
 
   async getNode(instanceArn: string): Promise<NodeRecord | undefined> {
-    checkArn(instanceArn);
+    leaseStoreChecks.getNode(instanceArn);
     await this.enter('getNode');
     const node = this.nodes.get(instanceArn);
     return node ? structuredClone(node) : undefined;
   }
 
   async createNode(node: NodeRecord): Promise<boolean> {
-    checkNode(node);
+    leaseStoreChecks.createNode(node);
     await this.enter('createNode');
     if (this.nodes.has(node.instanceArn)) return false;
     this.nodes.set(node.instanceArn, structuredClone(node));
@@ -241,10 +217,7 @@ export class MemoryLeaseStore implements LeaseStore {
   }
 
   async updateNode(next: NodeRecord, expectedVersion: number): Promise<NodeRecord> {
-    checkNode(next);
-    if (!Number.isSafeInteger(expectedVersion) || expectedVersion < 0) {
-      throw new ValidationError(`expectedVersion must be a non-negative integer, got ${expectedVersion}`);
-    }
+    leaseStoreChecks.updateNode(next, expectedVersion);
     await this.enter('updateNode');
     const current = this.nodes.get(next.instanceArn);
     if (!current) throw new NodeNotFoundError(next.instanceArn);
@@ -257,9 +230,7 @@ export class MemoryLeaseStore implements LeaseStore {
   private readonly passMarkers = new Map<string, { owner: string; untilMs: number }>();
 
   async acquirePassMarker(instanceArn: string, owner: string, nowMs: number, ttlMs: number): Promise<boolean> {
-    checkArn(instanceArn);
-    checkTimeMs('nowMs', nowMs);
-    checkTimeMs('ttlMs', ttlMs);
+    leaseStoreChecks.acquirePassMarker(instanceArn, owner, nowMs, ttlMs);
     await tick();
     const held = this.passMarkers.get(instanceArn);
     if (held && held.untilMs >= nowMs && held.owner !== owner) return false;
@@ -268,12 +239,13 @@ export class MemoryLeaseStore implements LeaseStore {
   }
 
   async releasePassMarker(instanceArn: string, owner: string): Promise<void> {
-    checkArn(instanceArn);
+    leaseStoreChecks.releasePassMarker(instanceArn, owner);
     await tick();
     if (this.passMarkers.get(instanceArn)?.owner === owner) this.passMarkers.delete(instanceArn);
   }
 
   async listNodes(): Promise<NodeRecord[]> {
+    leaseStoreChecks.listNodes();
     await this.enter('listNodes');
     return [...this.nodes.values()]
       .map((n) => structuredClone(n))
@@ -282,9 +254,7 @@ export class MemoryLeaseStore implements LeaseStore {
 
   /** The node index's order (shard, then ARN), consistent here: the fake has no index lag to model. */
   async listNodeRefs(from: NodeCursor = { shard: 0 }, limit = 1000): Promise<NodeRefPage> {
-    if (!Number.isInteger(from.shard) || from.shard < 0 || from.shard > NODE_INDEX.shards)
-      throw new ValidationError(`node cursor shard must be 0..${NODE_INDEX.shards}, got ${from.shard}`);
-    if (!Number.isInteger(limit) || limit < 1) throw new ValidationError('limit must be >= 1');
+    leaseStoreChecks.listNodeRefs(from, limit);
     await this.enter('listNodes');
     const shards = nodeIndexShards();
     const ordered = [...this.nodes.values()]

@@ -1,10 +1,11 @@
 import { parseInstanceArn } from '../domain/arn.js';
-import type { LeaseHolder, NewLease } from '../domain/lease.js';
+import { LEASE_STATES, type LeaseHolder, type NewLease } from '../domain/lease.js';
 import { IP_FAMILY_SETTINGS, NODE_PHASES, type NodeRecord } from '../domain/node.js';
 import { ValidationError } from '../errors.js';
 import { cidrContains, isIpv4, parseCidr, parseIpv4 } from '../ipv4.js';
 import { canonicalIpv6, ipv6Within, isIpv6 } from '../ipv6.js';
-import type { HolderRef } from './port.js';
+import type { HolderRef, LeaseStore } from './port.js';
+import { NODE_INDEX } from './table.js';
 
 /**
  * Input checks shared by the DynamoDB adapter and the fake, so both reject the same inputs with the same
@@ -120,3 +121,89 @@ export function checkNode(node: NodeRecord): void {
     problems.push(`ipFamily: unknown family ${JSON.stringify(node.ipFamily)}`);
   if (problems.length > 0) throw new ValidationError(`invalid node record: ${problems.join('; ')}`, problems);
 }
+
+/** A claim's defaults: candidates read per Query, and races lost before LeaseConflictError. */
+export const CLAIM_DEFAULTS = { candidates: 16, maxAttempts: 8 } as const;
+
+function checkCount(name: string, value: number): void {
+  if (!Number.isInteger(value) || value < 1) throw new ValidationError(`${name} must be >= 1`);
+}
+
+/**
+ * Each LeaseStore method's input checks, one entry a method with the method's own parameters. Both stores call
+ * the entry first thing, so the fake cannot accept what the DynamoDB adapter refuses; the mapped type makes a
+ * new port method need an entry.
+ */
+export const leaseStoreChecks: { readonly [K in keyof LeaseStore]: (...args: Parameters<LeaseStore[K]>) => void } = {
+  putLeases: (leases, nowMs) => {
+    checkNewLeases(leases);
+    checkTimeMs('nowMs', nowMs);
+  },
+  claim: (instanceArn, holder, nowMs, options = {}) => {
+    checkArn(instanceArn);
+    checkHolder(holder);
+    checkTimeMs('nowMs', nowMs);
+    checkCount('candidates', options.candidates ?? CLAIM_DEFAULTS.candidates);
+    checkCount('maxAttempts', options.maxAttempts ?? CLAIM_DEFAULTS.maxAttempts);
+  },
+  findByHolder: (instanceArn, containerId, ifName) => {
+    checkArn(instanceArn);
+    checkHolderRef({ containerId, ifName });
+  },
+  release: (instanceArn, holder, nowMs, reuseWaitMs, ip) => {
+    checkArn(instanceArn);
+    checkHolderRef(holder);
+    checkTimeMs('nowMs', nowMs);
+    checkTimeMs('reuseWaitMs', reuseWaitMs);
+    if (ip !== undefined) checkIp(ip);
+  },
+  markReleasing: (instanceArn, ip, nowMs, freeSinceBeforeMs) => {
+    checkArn(instanceArn);
+    checkIp(ip);
+    checkTimeMs('nowMs', nowMs);
+    if (freeSinceBeforeMs !== undefined) checkTimeMs('freeSinceBeforeMs', freeSinceBeforeMs);
+  },
+  revertReleasing: (instanceArn, ip, nowMs) => {
+    checkArn(instanceArn);
+    checkIp(ip);
+    checkTimeMs('nowMs', nowMs);
+  },
+  deleteReleasing: (instanceArn, ip) => {
+    checkArn(instanceArn);
+    checkIp(ip);
+  },
+  deleteNodePartition: checkArn,
+  getLease: (instanceArn, ip) => {
+    checkArn(instanceArn);
+    checkIp(ip);
+  },
+  listLeases: (instanceArn, filter = {}) => {
+    checkArn(instanceArn);
+    if (filter.state !== undefined && !LEASE_STATES.includes(filter.state))
+      throw new ValidationError(`unknown lease state ${JSON.stringify(filter.state)}`);
+  },
+  countClaimable: (instanceArn, nowMs) => {
+    checkArn(instanceArn);
+    checkTimeMs('nowMs', nowMs);
+  },
+  getNode: checkArn,
+  createNode: checkNode,
+  updateNode: (next, expectedVersion) => {
+    checkNode(next);
+    if (!Number.isSafeInteger(expectedVersion) || expectedVersion < 0)
+      throw new ValidationError(`expectedVersion must be a non-negative integer, got ${expectedVersion}`);
+  },
+  acquirePassMarker: (instanceArn, _owner, nowMs, ttlMs) => {
+    checkArn(instanceArn);
+    checkTimeMs('nowMs', nowMs);
+    checkTimeMs('ttlMs', ttlMs);
+  },
+  releasePassMarker: checkArn,
+  listNodes: () => undefined,
+  listNodeRefs: (from = { shard: 0 }, limit = 1000) => {
+    if (!Number.isInteger(from.shard) || from.shard < 0 || from.shard > NODE_INDEX.shards)
+      throw new ValidationError(`node cursor shard must be 0..${NODE_INDEX.shards}, got ${from.shard}`);
+    if (from.afterArn !== undefined) checkArn(from.afterArn);
+    checkCount('limit', limit);
+  },
+};

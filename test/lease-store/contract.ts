@@ -407,5 +407,37 @@ export function leaseStoreContract(label: string, makeStore: () => Promise<Lease
         expect(await store.getNode(arn)).toBeUndefined();
       });
     });
+
+    describe('input checks', () => {
+      // One bad argument per method: both stores run validate.ts's leaseStoreChecks, so both must refuse each.
+      const badArn = 'arn:aws:ec2::x';
+      const calls: Record<Exclude<keyof LeaseStore, 'listNodes'>, (s: LeaseStore, a: string) => Promise<unknown>> = {
+        putLeases: (s, a) => s.putLeases(newLeases(a, 1), -1),
+        claim: (s, a) => s.claim(a, holder(1), 0, { maxAttempts: 0 }),
+        findByHolder: (s) => s.findByHolder(badArn, 'c', 'eth0'),
+        release: (s, a) => s.release(a, holder(1), 0, Number.NaN),
+        markReleasing: (s, a) => s.markReleasing(a, '10.0.0.1', 0, -5),
+        revertReleasing: (s, a) => s.revertReleasing(a, '10.0.0', 0),
+        deleteReleasing: (s, a) => s.deleteReleasing(a, '2600:1F18::1'),
+        deleteNodePartition: (s) => s.deleteNodePartition('i-0123456789abcdef0'),
+        getLease: (s, a) => s.getLease(a, '10.0.0'),
+        listLeases: (s, a) => s.listLeases(a, { state: 'GONE' as Lease['state'] }),
+        countClaimable: (s, a) => s.countClaimable(a, 1.5),
+        getNode: (s) => s.getNode(badArn),
+        createNode: (s, a) => s.createNode(nodeRecord(a, { maxPods: -1 })),
+        updateNode: (s, a) => s.updateNode(nodeRecord(a), -1),
+        acquirePassMarker: (s, a) => s.acquirePassMarker(a, 'me', 0, -1),
+        releasePassMarker: (s) => s.releasePassMarker(badArn, 'me'),
+        listNodeRefs: (s) => s.listNodeRefs({ shard: 0, afterArn: badArn }),
+      };
+      it.each(Object.entries(calls))(
+        '%s refuses a bad argument with ValidationError and writes nothing',
+        async (_, call) => {
+          await expect(call(store, arn)).rejects.toBeInstanceOf(ValidationError);
+          expect(await store.listLeases(arn)).toEqual([]);
+          expect(await store.getNode(arn)).toBeUndefined();
+        },
+      );
+    });
   });
 }

@@ -1,9 +1,15 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, openSync } from 'node:fs';
+import { constants } from 'node:os';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HOST_FWMARK_RULE_PRIORITY, mangleRules, POD_RETURN_TABLE } from '../../node/datapath/connmark.js';
+import {
+  addHostFwmarkRule,
+  HOST_FWMARK_RULE_PRIORITY,
+  mangleRules,
+  POD_RETURN_TABLE,
+} from '../../node/datapath/connmark.js';
 import { hostVethName, podVethName } from '../../node/datapath/host-veth.js';
 import {
   inspectPodRouting,
@@ -15,7 +21,7 @@ import {
 import { listRules } from '../../node/datapath/pod-rules.js';
 import { DEFAULT_ROUTE_TABLE_BASE } from '../../node/datapath/route-tables.js';
 import { teardownPodRouting } from '../../node/datapath/routing-teardown.js';
-import { loadCreateRtNetlink, socketInNetns } from '../../node/datapath/rtnl.js';
+import { AF_INET, AF_INET6, loadCreateRtNetlink, RtnlError, socketInNetns } from '../../node/datapath/rtnl.js';
 import { UndoStack } from '../../node/datapath/undo.js';
 import { silentLogger } from '../../shared/log.js';
 import { missing } from '../support/capabilities.js';
@@ -214,5 +220,31 @@ describe.skipIf(skip)('host veth in a private host netns', () => {
     expect(ip('-n', p.name, 'rule', 'show')).not.toMatch(/fwmark/);
     expect(mangleRules(p.fd)).toEqual([]);
     p.close();
+  });
+
+  // Last in the file: it leaves the host rules behind, which would make ensureHostConnmark skip its chains.
+  it.each([
+    [AF_INET, '-4'],
+    [AF_INET6, '-6'],
+  ] as const)(
+    'adds the host fwmark rule once when two ADDs race (family %i): EEXIST is success',
+    async (family, flag) => {
+      await addHostFwmarkRule(host, family);
+      await addHostFwmarkRule(host, family); // the kernel answers EEXIST to the second CREATE_EXCL
+      const rules = ip(flag, 'rule', 'show')
+        .split('\n')
+        .filter((l) => l.startsWith(`${HOST_FWMARK_RULE_PRIORITY}:`));
+      expect(rules).toEqual([`${HOST_FWMARK_RULE_PRIORITY}:\tfrom all fwmark 0x80/0x80 lookup main`]);
+    },
+  );
+
+  it('passes on any other refusal of the host fwmark rule as an RtnlError', async () => {
+    const refusing = { newRule: () => Promise.reject(new RtnlError('refused', constants.errno.EPERM)) };
+    const err = await addHostFwmarkRule(refusing as unknown as RtNetlinkSocket, AF_INET6).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RtnlError);
+    expect(err).toMatchObject({
+      errno: constants.errno.EPERM,
+      message: 'failed to add the host IPv6 fwmark rule: EPERM',
+    });
   });
 });

@@ -1,10 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { closeSync, openSync } from 'node:fs';
 import { constants } from 'node:os';
 import { getSystemErrorName } from 'node:util';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ipvlanModeOf, linkKind } from '../../node/datapath/netlink-datapath.js';
 import {
   AF_INET,
@@ -22,6 +23,7 @@ import {
   NLMSG_ERROR,
   parseAttrs,
   RawRtnl,
+  REQUEST_TIMEOUT_MS,
   RTM_DELLINK,
   RtnlError,
   rtnl,
@@ -152,6 +154,66 @@ describe.skipIf(skip)('rtnl: errno from a real kernel, in a private netns', () =
     } finally {
       raw.close();
     }
+  });
+});
+
+describe('rtnl: a request waiting on a busy RTNL mutex', () => {
+  /** A raw socket whose kernel answers only when the test says so (the mutex held by others until then). */
+  class SlowSocket extends EventEmitter {
+    static last: SlowSocket | undefined;
+    sent: Buffer[] = [];
+    constructor() {
+      super();
+      SlowSocket.last = this;
+    }
+    send(msg: Buffer, _to: unknown, done: (err?: Error) => void): void {
+      this.sent.push(msg);
+      done();
+    }
+    answer(errno: number): void {
+      const reply = Buffer.alloc(36);
+      reply.writeUInt32LE(36, 0);
+      reply.writeUInt16LE(NLMSG_ERROR, 4);
+      reply.writeUInt32LE(this.sent.at(-1)!.readUInt32LE(8), 8);
+      reply.writeInt32LE(-errno, 16);
+      this.emit('message', reply);
+    }
+    close(): void {}
+  }
+  const open = (): { raw: RawRtnl; socket: SlowSocket } => {
+    const raw = RawRtnl.open(SlowSocket as unknown as Parameters<typeof RawRtnl.open>[0]);
+    return { raw, socket: SlowSocket.last! };
+  };
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('is answered after the old 5 s limit and succeeds: the per-request timeout leaves room for contention', async () => {
+    vi.useFakeTimers();
+    const { raw, socket } = open();
+    const pending = raw.request(RTM_DELLINK, linkByName('vl-slow'), 'delete vl-slow');
+    await vi.advanceTimersByTimeAsync(6_000);
+    socket.answer(0);
+    await expect(pending).resolves.toBe(0);
+  });
+
+  it('still fails a request the kernel never answers, once REQUEST_TIMEOUT_MS has passed', async () => {
+    vi.useFakeTimers();
+    const { raw } = open();
+    const pending = raw.request(RTM_DELLINK, linkByName('vl-hung'), 'delete vl-hung');
+    const outcome = pending.then(
+      () => 'answered',
+      (err: unknown) => err,
+    );
+    await vi.advanceTimersByTimeAsync(REQUEST_TIMEOUT_MS - 1);
+    let settled = false;
+    void outcome.then(() => {
+      settled = true;
+    });
+    await Promise.resolve();
+    expect(settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await outcome).toMatchObject({ name: 'RtnlError', message: 'delete vl-hung timed out' });
   });
 });
 

@@ -1,17 +1,14 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { instanceArn } from '../../shared/domain/arn.js';
 import { expectedLeases } from '../../shared/lifecycle/pod-eni.js';
 import { sweepPools } from '../../shared/pool/sweep.js';
 import { DynamoLeasePartitions, type LeasePartitions } from '../../shared/reconcile/lease-partitions.js';
 import { type PacedReconcileDeps, reconcilePaced } from '../../shared/reconcile/paced.js';
 import { DynamoSweepCursorStore } from '../../shared/schedule/cursor.js';
-import { ACCOUNT, type PoolEnv, REGION, readyNode, startPoolEnv } from '../pool/support.js';
+import { ACCOUNT, type PoolEnv, REGION, readyNode } from '../pool/support.js';
+import { pacedDeps, poolEnvPerTest } from './support/harness.js';
 
-let env: PoolEnv | undefined;
-afterEach(async () => {
-  await env?.close();
-  env = undefined;
-});
+const startEnv = poolEnvPerTest();
 
 const NEVER = Number.POSITIVE_INFINITY;
 const HOUR_MS = 3_600_000;
@@ -24,25 +21,12 @@ const WALK_CYCLE_MS = 900_000;
  */
 function schedules(e: PoolEnv, extra: Partial<PacedReconcileDeps> = {}) {
   const cursor = new DynamoSweepCursorStore(e.api, e.tableName);
-  const reconciler: PacedReconcileDeps = {
-    ec2: e.ec2,
-    store: e.store,
-    config: e.config,
-    clock: e.clock,
-    logger: e.logger,
-    metrics: e.metrics,
-    minMarkAgeMs: 60_000,
-    driftGraceMs: 0,
-    cursor,
-    leasePartitions: new DynamoLeasePartitions(e.api, e.tableName),
-    ...extra,
-  };
-  return { reconciler, pool: e.deps({ sweepCursor: cursor }) };
+  return { reconciler: pacedDeps(e, { cursor, ...extra }), pool: e.deps({ sweepCursor: cursor }) };
 }
 
 describe('Census: the daily Scan is the first look of the pool’s full pass', () => {
   it('an interrupted release on a node in band: the hourly count misses it, the census lists it, the sweep finishes it', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     const node = await readyNode(env);
     const ip = node.node.enis[0]!.addresses[0]!;
     await env.store.markReleasing(node.instanceArn, ip, env.clock.nowMs());
@@ -66,7 +50,7 @@ describe('Census: the daily Scan is the first look of the pool’s full pass', (
   });
 
   it('a recorded address without a lease is leased again within a day and an hour', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     const node = await readyNode(env);
     const ip = node.node.enis[0]!.addresses[2]!;
     await env.api.deleteItem({ TableName: env.tableName, Key: { pk: { S: node.instanceArn }, sk: { S: `ip#${ip}` } } });
@@ -80,7 +64,7 @@ describe('Census: the daily Scan is the first look of the pool’s full pass', (
   });
 
   it('a clean cluster lists nobody, and the census Scans again only after a day', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     await readyNode(env);
     await readyNode(env);
     const { reconciler } = schedules(env);
@@ -95,7 +79,7 @@ describe('Census: the daily Scan is the first look of the pool’s full pass', (
 
 describe('Census: drift the digests cannot see', () => {
   it('a lease item put by hand (node item and EC2 untouched) is reported within a day, then every walk cycle', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     const node = await readyNode(env);
     const { reconciler } = schedules(env);
     expect((await reconcilePaced(reconciler, NEVER)).drift).toEqual([]);
@@ -139,7 +123,7 @@ describe('Census: whole partitions across Scan pages and runs', () => {
   }
 
   it('pages smaller than a partition: each partition is judged whole, nothing is taken for stray or due', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     const nodes = [await readyNode(env), await readyNode(env)];
     const [template] = expectedLeases(nodes[0]!.node, 1);
     const strayArn = instanceArn(REGION, ACCOUNT, 'i-0000000000000beef', 'aws');
@@ -159,7 +143,7 @@ describe('Census: whole partitions across Scan pages and runs', () => {
   });
 
   it('one page a run: a run that stops inside a partition leaves it whole to the next run', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     for (let i = 0; i < 3; i++) await readyNode(env);
     const p = paged(env, 10);
     const { reconciler } = schedules(env, { leasePartitions: p.partitions, censusPageItems: 4 });

@@ -1,21 +1,16 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { instanceArn } from '../../shared/domain/arn.js';
 import type { LeaseStore } from '../../shared/lease-store/port.js';
 import { nodeIndexShard } from '../../shared/lease-store/table.js';
 import { expectedLeases } from '../../shared/lifecycle/pod-eni.js';
-import { DynamoLeasePartitions } from '../../shared/reconcile/lease-partitions.js';
-import { inSpan, type PacedReconcileDeps, reconcilePaced } from '../../shared/reconcile/paced.js';
+import { inSpan, reconcilePaced } from '../../shared/reconcile/paced.js';
 import { MemorySweepCursorStore, type SweepCursorStore } from '../../shared/schedule/cursor.js';
-import { ACCOUNT, type PoolEnv, REGION, readyNode, startPoolEnv } from '../pool/support.js';
+import { ACCOUNT, REGION, readyNode } from '../pool/support.js';
+import { MARK_AGE_MS, pacedDeps, poolEnvPerTest } from './support/harness.js';
 
-let env: PoolEnv | undefined;
-afterEach(async () => {
-  await env?.close();
-  env = undefined;
-});
+const startEnv = poolEnvPerTest();
 
 const CYCLE_MS = 900_000;
-const MARK_AGE_MS = 60_000;
 const NEVER = Number.POSITIVE_INFINITY;
 
 /** The store with its lease reads and index pages counted (what a schedule pays per node). */
@@ -43,28 +38,12 @@ function counted(store: LeaseStore, onPage?: () => void) {
   return { store: wrapped, counts };
 }
 
-function pacedDeps(e: PoolEnv, store: LeaseStore, extra: Partial<PacedReconcileDeps> = {}): PacedReconcileDeps {
-  return {
-    ec2: e.ec2,
-    store,
-    config: e.config,
-    clock: e.clock,
-    logger: e.logger,
-    metrics: e.metrics,
-    minMarkAgeMs: MARK_AGE_MS,
-    driftGraceMs: 0,
-    cursor: new MemorySweepCursorStore(),
-    leasePartitions: new DynamoLeasePartitions(e.api, e.tableName),
-    ...extra,
-  };
-}
-
 describe('Paced reconciler: reads follow change, not runs', () => {
   it('reads a node’s leases on the first cycle and again only when its digest changes', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     const nodes = [await readyNode(env), await readyNode(env), await readyNode(env)];
     const { store, counts } = counted(env.store);
-    const deps = pacedDeps(env, store);
+    const deps = pacedDeps(env, { store });
 
     const first = await reconcilePaced(deps, NEVER);
     expect(first.nodesChecked).toBe(3); // cycle 0 is a full one: nothing seen yet
@@ -95,10 +74,10 @@ describe('Paced reconciler: reads follow change, not runs', () => {
   });
 
   it('looks at a node eventually consistent first, and reads it consistently only where that look finds drift', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     const nodes = [await readyNode(env), await readyNode(env), await readyNode(env)];
     const { store, counts } = counted(env.store);
-    const deps = pacedDeps(env, store);
+    const deps = pacedDeps(env, { store });
     const readsOfNodes = () => ({ leases: counts.consistentListLeases, nodes: counts.consistentGetNode });
 
     const first = await reconcilePaced(deps, NEVER);
@@ -118,10 +97,10 @@ describe('Paced reconciler: reads follow change, not runs', () => {
   });
 
   it('control: with every cycle a full one (no digest), every cycle reads every node’s leases', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     for (let i = 0; i < 3; i++) await readyNode(env);
     const { store, counts } = counted(env.store);
-    const deps = pacedDeps(env, store, { driftFullEveryCycles: 1 });
+    const deps = pacedDeps(env, { store, driftFullEveryCycles: 1 });
     for (let i = 0; i < 4; i++) {
       await reconcilePaced(deps, NEVER);
       env.clock.advance(CYCLE_MS);
@@ -130,10 +109,10 @@ describe('Paced reconciler: reads follow change, not runs', () => {
   });
 
   it('walks at most once per cycle: runs between cycles read no node', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     for (let i = 0; i < 2; i++) await readyNode(env);
     const { store, counts } = counted(env.store);
-    const deps = pacedDeps(env, store);
+    const deps = pacedDeps(env, { store });
     await reconcilePaced(deps, NEVER);
     const pages = counts.pages;
     for (let i = 0; i < 2; i++) {
@@ -146,7 +125,7 @@ describe('Paced reconciler: reads follow change, not runs', () => {
   });
 
   it('reads each shard’s drift digests once a run, however many pages the shard spans', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     // Seventeen nodes in sixteen shards: at least one shard holds two, and with one node a page, two pages.
     const arns: string[] = [];
     for (let i = 0; i < 17; i++) arns.push((await readyNode(env)).instanceArn);
@@ -160,7 +139,7 @@ describe('Paced reconciler: reads follow change, not runs', () => {
       },
       save: (name, state, version) => cursor.save(name, state, version),
     };
-    const deps = pacedDeps(env, env.store, { pageSize: 1, cursor: counting });
+    const deps = pacedDeps(env, { pageSize: 1, cursor: counting });
     const first = await reconcilePaced(deps, NEVER);
     expect(first.nodesVisited).toBe(17);
     expect(digestLoads.length).toBe(shardsHit.size);
@@ -172,12 +151,12 @@ describe('Paced reconciler: reads follow change, not runs', () => {
   });
 
   it('stops at its deadline and the next run carries on where it stopped', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     for (let i = 0; i < 3; i++) await readyNode(env);
     // Each index page takes 10 ms of the (manual) clock; the deadline allows two pages to start.
     const e = env;
     const { store } = counted(env.store, () => e.clock.advance(10));
-    const deps = pacedDeps(env, store, { pageSize: 1 });
+    const deps = pacedDeps(env, { store, pageSize: 1 });
     const startMs = env.clock.nowMs();
     const first = await reconcilePaced(deps, startMs + 15);
     expect([first.nodesVisited, first.stoppedEarly, first.cycleDone]).toEqual([2, true, false]);
@@ -188,12 +167,12 @@ describe('Paced reconciler: reads follow change, not runs', () => {
 
 describe('Paced reconciler: the stray search', () => {
   it('scans rarely, marks on the first look and removes only on a second look a mark-age later', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     const live = await readyNode(env);
     const [template] = expectedLeases(live.node, 1);
     const strayArn = instanceArn(REGION, ACCOUNT, 'i-0000000000000beef', 'aws'); // unknown to EC2
     await env.store.putLeases([{ ...template!, instanceArn: strayArn }], env.clock.nowMs());
-    const deps = pacedDeps(env, env.store, { strayScanPeriodMs: 86_400_000 });
+    const deps = pacedDeps(env, { strayScanPeriodMs: 86_400_000 });
 
     const first = await reconcilePaced(deps, NEVER);
     expect(first.strays.scanPages).toBeGreaterThan(0);
@@ -223,9 +202,9 @@ describe('Paced reconciler: the stray search', () => {
   });
 
   it('a partition whose node item comes back between the looks is not removed', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     const node = await readyNode(env);
-    const deps = pacedDeps(env, env.store);
+    const deps = pacedDeps(env);
     // Its node item deleted by hand (an operator), the instance terminated: stray on the first look.
     env.sim.api.terminateInstance(node.instanceId);
     await new Promise((resolve) => setTimeout(resolve, 20)); // the simulator's shutdown timer (scaled to 0)
@@ -247,13 +226,13 @@ describe('Paced reconciler: the stray search', () => {
 
 describe('Paced reconciler: gone nodes and the page span', () => {
   it('marks a terminated node on one cycle and removes its partition on the next', async () => {
-    env = await startPoolEnv({ config: { eniMinAgeForGcMs: 1000 } });
+    const env = await startEnv({ config: { eniMinAgeForGcMs: 1000 } });
     const keep = await readyNode(env);
     const gone = await readyNode(env);
     env.sim.api.terminateInstance(gone.instanceId);
     await new Promise((resolve) => setTimeout(resolve, 20));
     env.clock.advance(2000);
-    const deps = pacedDeps(env, env.store);
+    const deps = pacedDeps(env);
     expect((await reconcilePaced(deps, NEVER)).partitionsMarkedGone).toEqual([gone.instanceArn]);
     expect(await env.store.listLeases(gone.instanceArn)).toHaveLength(6);
     env.clock.advance(CYCLE_MS);

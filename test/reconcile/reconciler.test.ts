@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { instanceArn } from '../../shared/domain/arn.js';
 import type { NodeRecord } from '../../shared/domain/node.js';
 import { eniClientToken, podEniTags } from '../../shared/ec2/tags.js';
@@ -7,37 +7,12 @@ import { manageNodePool } from '../../shared/pool/pool-manager.js';
 import { GC_MARK_TAG, GONE_RETENTION_MS } from '../../shared/reconcile/gc-plan.js';
 import { DynamoLeasePartitions } from '../../shared/reconcile/lease-partitions.js';
 import { type ReconcilerDeps, reconcile } from '../../shared/reconcile/reconciler.js';
-import {
-  ACCOUNT,
-  claimOne,
-  invariantViolations,
-  type PoolEnv,
-  REGION,
-  readyNode,
-  startPoolEnv,
-} from '../pool/support.js';
+import { ACCOUNT, claimOne, invariantViolations, type PoolEnv, REGION, readyNode } from '../pool/support.js';
+import { MARK_AGE_MS, poolEnvPerTest, reconcilerDeps } from './support/harness.js';
 
-let env: PoolEnv | undefined;
-
-afterEach(async () => {
-  await env?.close();
-  env = undefined;
-});
+const startEnv = poolEnvPerTest();
 
 const MIN_AGE_MS = 600_000;
-const MARK_AGE_MS = 60_000;
-
-function deps(e: PoolEnv): ReconcilerDeps {
-  return {
-    ec2: e.ec2,
-    store: e.store,
-    config: e.config,
-    clock: e.clock,
-    logger: e.logger,
-    metrics: e.metrics,
-    minMarkAgeMs: MARK_AGE_MS,
-  };
-}
 
 /** An ENI as the lifecycle creates it (tags, ClientToken) — and then never attaches: a leak once old. */
 async function createdEni(e: PoolEnv, instanceId: string, deviceIndex: number, createdAtMs: number): Promise<string> {
@@ -58,7 +33,7 @@ async function eniIds(e: PoolEnv): Promise<Map<string, Record<string, string>>> 
 
 describe('Reconciler: leaked ENIs', () => {
   it('deletes a leaked ENI after two passes, and never a young, an attaching or an in-progress one', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     const t0 = env.clock.nowMs();
     const a = await readyNode(env);
     const leaked = await createdEni(env, a.instanceId, 5, t0);
@@ -91,7 +66,7 @@ describe('Reconciler: leaked ENIs', () => {
       networkCardIndex: 0,
     });
 
-    const first = await reconcile(deps(env));
+    const first = await reconcile(reconcilerDeps(env));
 
     expect(first.marked).toEqual([leaked]);
     expect(first.deleted).toEqual([]);
@@ -99,9 +74,9 @@ describe('Reconciler: leaked ENIs', () => {
 
     // A second look right away is not a second pass: the mark must age first.
     env.clock.advance(MARK_AGE_MS - 1);
-    expect((await reconcile(deps(env))).deleted).toEqual([]);
+    expect((await reconcile(reconcilerDeps(env))).deleted).toEqual([]);
     env.clock.advance(1);
-    const third = await reconcile(deps(env));
+    const third = await reconcile(reconcilerDeps(env));
 
     expect(third.deleted).toEqual([leaked]);
     const left = await eniIds(env);
@@ -142,20 +117,20 @@ describe('Reconciler: leaked ENIs', () => {
 
     // Once old enough, the ENI that was fresh goes the same way, and so does the stalled launch's.
     env.clock.advance(MIN_AGE_MS);
-    expect([...(await reconcile(deps(env))).marked].sort()).toEqual([fresh, inProgress].sort());
+    expect([...(await reconcile(reconcilerDeps(env))).marked].sort()).toEqual([fresh, inProgress].sort());
     env.clock.advance(MARK_AGE_MS);
-    expect([...(await reconcile(deps(env))).deleted].sort()).toEqual([fresh, inProgress].sort());
+    expect([...(await reconcile(reconcilerDeps(env))).deleted].sort()).toEqual([fresh, inProgress].sort());
     expect((await eniIds(env)).has(attaching)).toBe(true);
     expect(await invariantViolations(env, MIN_AGE_MS)).toBe('');
   });
 
   it('unmarks an ENI that was attached between the two passes instead of deleting it', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     const t0 = env.clock.nowMs();
     const a = await readyNode(env);
     const late = await createdEni(env, a.instanceId, 2, t0);
     env.clock.advance(MIN_AGE_MS + 1);
-    expect((await reconcile(deps(env))).marked).toEqual([late]);
+    expect((await reconcile(reconcilerDeps(env))).marked).toEqual([late]);
 
     await env.ec2.attachNetworkInterface({
       eniId: late,
@@ -164,7 +139,7 @@ describe('Reconciler: leaked ENIs', () => {
       networkCardIndex: 0,
     });
     env.clock.advance(MARK_AGE_MS);
-    const second = await reconcile(deps(env));
+    const second = await reconcile(reconcilerDeps(env));
 
     expect(second.deleted).toEqual([]);
     expect(second.unmarked).toEqual([late]);
@@ -174,7 +149,7 @@ describe('Reconciler: leaked ENIs', () => {
 
 describe('Reconciler: gone instances', () => {
   it('removes the leases and node item of a terminated instance, but not of one just launched', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     const old = await readyNode(env);
     const running = await readyNode(env);
     env.clock.advance(MIN_AGE_MS);
@@ -184,21 +159,21 @@ describe('Reconciler: gone instances', () => {
     await new Promise((resolve) => setTimeout(resolve, 20)); // the simulator's shutdown timer (scaled to 0)
 
     // Two observations a mark age apart (never one DescribeInstances snapshot).
-    const first = await reconcile(deps(env));
+    const first = await reconcile(reconcilerDeps(env));
     expect(first.partitionsRemoved).toEqual([]);
     expect(first.partitionsMarkedGone).toEqual([old.instanceArn]);
     expect(await env.store.listLeases(old.instanceArn)).toHaveLength(6);
     env.clock.advance(MARK_AGE_MS);
-    const report = await reconcile(deps(env));
+    const report = await reconcile(reconcilerDeps(env));
 
     expect(report.partitionsRemoved).toEqual([old.instanceArn]);
     expect(await env.store.getNode(old.instanceArn)).toBeUndefined();
     expect(await env.store.listLeases(old.instanceArn)).toEqual([]);
     expect(await env.store.getNode(young.instanceArn)).toBeDefined();
     env.clock.advance(MIN_AGE_MS);
-    expect((await reconcile(deps(env))).partitionsMarkedGone).toEqual([young.instanceArn]);
+    expect((await reconcile(reconcilerDeps(env))).partitionsMarkedGone).toEqual([young.instanceArn]);
     env.clock.advance(MARK_AGE_MS);
-    expect((await reconcile(deps(env))).partitionsRemoved).toEqual([young.instanceArn]);
+    expect((await reconcile(reconcilerDeps(env))).partitionsRemoved).toEqual([young.instanceArn]);
     // An instance EC2 reports running keeps its node, however old.
     expect((await env.store.getNode(running.instanceArn))?.phase).toBe('READY');
     expect(await env.store.listLeases(running.instanceArn)).toHaveLength(6);
@@ -206,7 +181,7 @@ describe('Reconciler: gone instances', () => {
   });
 
   it('keeps the leases of an instance that is missing from one DescribeInstances snapshot only', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     const flaky = await readyNode(env);
     const pod = await claimOne(env, flaky.instanceArn);
     env.clock.advance(MIN_AGE_MS);
@@ -219,7 +194,7 @@ describe('Reconciler: gone instances', () => {
         return states;
       },
     });
-    const withLag = { ...deps(env), ec2: lagging };
+    const withLag = { ...reconcilerDeps(env), ec2: lagging };
 
     const first = await reconcile(withLag);
     env.clock.advance(MARK_AGE_MS);
@@ -238,7 +213,7 @@ describe('Reconciler: gone instances', () => {
 
 describe('Reconciler: drift', () => {
   it('logs and counts a lease without address and an address without lease', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     const a = await readyNode(env);
     const eniId = a.node.enis[0]!.eniId!;
     const victim = a.node.enis[0]!.addresses[0]!;
@@ -246,7 +221,7 @@ describe('Reconciler: drift', () => {
     const extra = await env.ec2.assignPrivateIpAddresses(eniId, { ipCount: 1 });
     env.clock.advance(120_000);
 
-    const report = await reconcile(deps(env));
+    const report = await reconcile(reconcilerDeps(env));
 
     expect(report.drift.map((d) => [d.kind, d.address]).sort()).toEqual(
       [
@@ -265,7 +240,7 @@ describe('Reconciler: drift', () => {
 
 describe('Reconciler and pool-manager together', () => {
   it('collects a pool ENI stuck unattached; the pool forgets it and adds a fresh one', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     const { instanceArn, instanceId } = await readyNode(env, { enis: [{ ipCount: 9 }] });
     for (let i = 0; i < 8; i++) await claimOne(env, instanceArn);
     env.sim.admin.failNext({ action: 'AttachNetworkInterface', code: 'InternalError', count: 1000 });
@@ -274,9 +249,9 @@ describe('Reconciler and pool-manager together', () => {
     expect(stuck.step).toBe('CREATED');
 
     env.clock.advance(MIN_AGE_MS);
-    expect((await reconcile(deps(env))).marked).toEqual([stuck.eniId]);
+    expect((await reconcile(reconcilerDeps(env))).marked).toEqual([stuck.eniId]);
     env.clock.advance(MARK_AGE_MS);
-    expect((await reconcile(deps(env))).deleted).toEqual([stuck.eniId]);
+    expect((await reconcile(reconcilerDeps(env))).deleted).toEqual([stuck.eniId]);
     env.sim.admin.clearFaults();
 
     await manageNodePool(env.deps(), instanceArn); // finds it gone: drops the record
@@ -293,7 +268,7 @@ describe('Reconciler and pool-manager together', () => {
 
 describe('Reconciler: stray leases and GONE items', () => {
   it('removes leases no node item stands for, keeps GONE items for their retention, then prunes them', async () => {
-    env = await startPoolEnv();
+    const env = await startEnv();
     const live = await readyNode(env);
     const gone = await readyNode(env);
     const [template] = expectedLeases(gone.node, 1);
@@ -314,10 +289,7 @@ describe('Reconciler: stray leases and GONE items', () => {
       ],
       env.clock.nowMs(),
     );
-    const withScan: ReconcilerDeps = {
-      ...deps(env),
-      leasePartitions: new DynamoLeasePartitions(env.api, env.tableName),
-    };
+    const withScan = reconcilerDeps(env, { leasePartitions: new DynamoLeasePartitions(env.api, env.tableName) });
 
     const report = await reconcile(withScan);
 
@@ -351,7 +323,7 @@ describe('Reconciler: stray leases and GONE items', () => {
 
     // Without the scan, a pass finds none of that (and the GONE item stays until its retention is over).
     env.clock.advance(GONE_RETENTION_MS - MARK_AGE_MS - 1); // the GONE item was written before the two looks
-    expect((await reconcile(deps(env))).partitionsRemoved).toEqual([]);
+    expect((await reconcile(reconcilerDeps(env))).partitionsRemoved).toEqual([]);
     env.clock.advance(1);
     const later = await reconcile(withScan);
     expect(later.partitionsRemoved).toEqual([gone.instanceArn]);
