@@ -9,9 +9,8 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * together.
  */
 export const LONGEST_FIRST: readonly string[] = [
-  'test/vm/ipvlan-vm.test.ts', // ~370 s: the ipvlan and single-executable guest suites, one VM boot
+  'test/vm/ipvlan-vm.test.ts', // ~450-500 s (estimate): the ipvlan, IPv6 and single-executable guest suites, one VM boot
   'test/fabric/fabric.test.ts', // ~250-330 s: the VPC fabric, one configuration (controls every other seed), one VM boot
-  'test/vm/ipv6-vm.test.ts', // ~100 s: the IPv6 guest suite, its own VM boot
   'test/e2e/start.test.ts', // ~75 s
   'test/node/plugin-netns.test.ts', // ~72 s: the built plugin in real netns
   'test/chaos/chaos.test.ts', // ~56 s

@@ -1,7 +1,5 @@
-import { join } from 'node:path';
-import { buildCni } from '../../infra/build.js';
 import { ipv6Cases } from './guest/ipv6-cases.js';
-import { type GuestSuite, guestCaseTests, type SuiteRun } from './suites.js';
+import { type GuestSuite, guestCaseTests, type SuiteRun, sharedCni } from './suites.js';
 
 /**
  * IPv6 pods on real ipvlan (guest/ipv6-cases.ts): L2/L3/L3S with the host veth, IPv4 egress, the IMDS blocks with
@@ -11,7 +9,7 @@ export const ipv6Suite: GuestSuite = {
   name: 'ipv6',
   entry: 'test/vm/guest/ipv6-main.ts',
   timeoutS: 900,
-  prepare: async (dir, policyFile) => [await buildCni(join(dir, 'bin')), policyFile],
+  prepare: async (dir, policyFile) => [await sharedCni(dir), policyFile],
 };
 
 export function ipv6Tests(run: () => SuiteRun | undefined): void {

@@ -1,20 +1,18 @@
-import { join } from 'node:path';
 import { expect, it } from 'vitest';
-import { buildCni } from '../../infra/build.js';
 import { ADD_STEPS } from './guest/fault-cases.js';
 import { guestCases } from './guest/plugin-cases.js';
-import { type GuestSuite, guestCaseTests, type SuiteRun } from './suites.js';
+import { type GuestSuite, guestCaseTests, type SuiteRun, sharedCni } from './suites.js';
 
 /**
  * The plugin on real ipvlan (guest/main.ts): the guest runs the built plugin as a runtime would (dist-style
- * executable, env + stdin), built here into the suite's folder, which the guest can write (the launcher writes
- * its V8 code cache beside itself). The expected cases come from the same list the guest runs.
+ * executable, env + stdin), built once for the boot (sharedCni) into the run's folder, which the guest can write
+ * (the launcher writes its V8 code cache beside itself). The expected cases come from the same list the guest runs.
  */
 export const ipvlanSuite: GuestSuite = {
   name: 'ipvlan',
   entry: 'test/vm/guest/main.ts',
   timeoutS: 1_500,
-  prepare: async (dir, policyFile) => [await buildCni(join(dir, 'bin')), policyFile],
+  prepare: async (dir, policyFile) => [await sharedCni(dir), policyFile],
 };
 
 export function ipvlanTests(run: () => SuiteRun | undefined): void {

@@ -5,8 +5,9 @@
  * GuestSuite and adding it to the list of the file that boots (test/vm/ipvlan-vm.test.ts).
  */
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { expect, it } from 'vitest';
+import { buildCni } from '../../infra/build.js';
 import type { GuestCaseResult } from './guest/runner.js';
 import { bundleGuest, runInVm, shellQuote, writeNodePolicy } from './vm.js';
 
@@ -32,6 +33,22 @@ export interface SuiteRun {
   readonly consoleTail: string;
 }
 
+/**
+ * The built plugin for a suite at `dir`, built once per boot beside the suites' folders: the suites of one boot
+ * run the same bundle, and the V8 code cache the first suite's plugin calls write beside it (the output folder is
+ * the guest's to write) spares the next suite's first calls the bundle's compilation under emulation.
+ */
+const cniBuilds = new Map<string, Promise<string>>();
+export function sharedCni(dir: string): Promise<string> {
+  const bin = join(dirname(dir), 'cni-bin');
+  let built = cniBuilds.get(bin);
+  if (!built) {
+    built = buildCni(bin);
+    cniBuilds.set(bin, built);
+  }
+  return built;
+}
+
 const START = 'VPC-SUITE-START';
 const END = 'VPC-SUITE-EXIT';
 
@@ -42,6 +59,7 @@ export async function runGuestSuites(
   options: { onLine?: (line: string) => void } = {},
 ): Promise<Map<string, SuiteRun>> {
   rmSync(outDir, { recursive: true, force: true });
+  cniBuilds.delete(join(outDir, 'cni-bin'));
   mkdirSync(outDir, { recursive: true });
   const policyFile = await writeNodePolicy(outDir);
   const steps: string[] = [];

@@ -114,6 +114,49 @@ function snapshot6(pods: readonly string[]): Snapshot {
 }
 
 /**
+ * A case's pods, DELeted in its `finally` when the case failed before its own DEL: a failing case must not leave a
+ * CLAIMED lease or a pod's links, rules and routes behind, or every case after it fails for its leftovers.
+ */
+export class CasePods {
+  /** The pods ADDed (or being ADDed) and not yet DELeted: containerId -> its namespace and netconf. */
+  private readonly open = new Map<string, { netns: string; netconf: Record<string, unknown> }>();
+
+  constructor(private readonly n: Pick<GuestNode, 'run'>) {}
+
+  add(containerId: string, netns: string, netconf: Record<string, unknown>): Promise<PluginRun> {
+    // Registered before the ADD runs: an ADD that fails half-way is DELeted too (DEL is idempotent).
+    this.open.set(containerId, { netns, netconf });
+    return this.n.run('ADD', { containerId, netns }, netconf);
+  }
+
+  async del(containerId: string): Promise<PluginRun> {
+    const pod = this.open.get(containerId);
+    assert(pod !== undefined, `${containerId} was never ADDed`);
+    const run = await this.n.run('DEL', { containerId, netns: pod.netns }, pod.netconf);
+    if (run.code === 0) this.open.delete(containerId);
+    return run;
+  }
+
+  /** DELs what is still open; its failures are the console's, never the case's (the case already failed). */
+  async cleanUp(): Promise<void> {
+    for (const containerId of [...this.open.keys()]) {
+      const run = await this.del(containerId).catch((err: unknown) => ({ code: -1, stdout: String(err), stderr: '' }));
+      if (run.code !== 0) console.log(`cleanup: DEL ${containerId} exited ${run.code}: ${run.stdout} ${run.stderr}`);
+    }
+  }
+}
+
+/** Runs a case's body with its pods, cleaning up whatever the body left open, whether it passed or threw. */
+export async function withPods(n: Pick<GuestNode, 'run'>, body: (pods: CasePods) => Promise<void>): Promise<void> {
+  const pods = new CasePods(n);
+  try {
+    await body(pods);
+  } finally {
+    await pods.cleanUp();
+  }
+}
+
+/**
  * May appear: the node-wide NodePort rules of either family, and the pod ENI's own link-local route (the first ADD
  * brings the ENI up, and nothing takes it down again: eni-link.ts).
  */
@@ -134,91 +177,99 @@ export function ipv6Cases(start: () => Promise<void>, node: () => GuestNode): Gu
   for (const mode of MODES) {
     cases.push({
       name: `ipv6 ${mode}: two pods reach each other, the router, the host and an IPv6 service; CHECK; DEL leaves nothing`,
-      async run(): Promise<void> {
-        const n = node();
-        const pods = [n.addNetns(), n.addNetns()];
-        const before = snapshot6(pods);
-        const adds = await Promise.all(
-          pods.map((netns, i) => n.run('ADD', { containerId: `v6-${mode}-${i}`, netns }, conf(n, mode))),
-        );
-        for (const [i, r] of adds.entries()) ok(r, `ADD of pod ${i}`);
-        const [a, b] = pods as [string, string];
-        const [ipA] = addressesOf(adds[0]!) as [string];
-        const [ipB] = addressesOf(adds[1]!) as [string];
-        assert(ping6(a, ipB), `pod ${ipA} cannot ping6 pod ${ipB}`);
-        assert(ping6(a, V6_GATEWAY), `pod ${ipA} cannot reach the router ${V6_GATEWAY}`);
-        assert(ping6(a, HOST_IP6), `pod ${ipA} cannot reach the host ${HOST_IP6} over its veth`);
-        assert(ping6(undefined, ipB), `the host cannot reach pod ${ipB} over its veth`);
-        assert(ping6(b, SERVICE_IP6), `pod ${ipB} cannot reach the IPv6 service ${SERVICE_IP6}`);
-        assert(ping(b, WORLD_IP), `pod ${ipB} has no IPv4 egress to ${WORLD_IP}`);
-        if (mode !== 'l2') {
-          const rules = ip('-6', 'rule', 'show');
-          for (const addr of [ipA, ipB]) assert(rules.includes(`from ${addr} lookup 1001`), `no rule: ${rules}`);
-        }
-        const check = await n.run(
-          'CHECK',
-          { containerId: `v6-${mode}-0`, netns: a },
-          { ...conf(n, mode), prevResult: adds[0]!.json },
-        );
-        ok(check, 'CHECK');
-        const dels = await Promise.all(
-          pods.map((netns, i) => n.run('DEL', { containerId: `v6-${mode}-${i}`, netns }, conf(n, mode))),
-        );
-        for (const [i, r] of dels.entries()) ok(r, `DEL of pod ${i}`);
-        const left = leftovers(before, snapshot6(pods), NODE_WIDE);
-        assert(left.length === 0, `left behind after DEL:\n${left.join('\n')}`);
-        assert((await n.claimed()).length === 0, 'a lease is still CLAIMED');
-      },
+      run: () =>
+        withPods(node(), async (pods) => {
+          const n = node();
+          const netns = [n.addNetns(), n.addNetns()];
+          const ids = netns.map((_, i) => `v6-${mode}-${i}`);
+          const before = snapshot6(netns);
+          const adds = await Promise.all(netns.map((ns, i) => pods.add(ids[i]!, ns, conf(n, mode))));
+          for (const [i, r] of adds.entries()) ok(r, `ADD of pod ${i}`);
+          const [a, b] = netns as [string, string];
+          const [ipA] = addressesOf(adds[0]!) as [string];
+          const [ipB] = addressesOf(adds[1]!) as [string];
+          assert(ping6(a, ipB), `pod ${ipA} cannot ping6 pod ${ipB}`);
+          assert(ping6(a, V6_GATEWAY), `pod ${ipA} cannot reach the router ${V6_GATEWAY}`);
+          assert(ping6(a, HOST_IP6), `pod ${ipA} cannot reach the host ${HOST_IP6} over its veth`);
+          assert(ping6(undefined, ipB), `the host cannot reach pod ${ipB} over its veth`);
+          assert(ping6(b, SERVICE_IP6), `pod ${ipB} cannot reach the IPv6 service ${SERVICE_IP6}`);
+          assert(ping(b, WORLD_IP), `pod ${ipB} has no IPv4 egress to ${WORLD_IP}`);
+          if (mode !== 'l2') {
+            const rules = ip('-6', 'rule', 'show');
+            for (const addr of [ipA, ipB]) assert(rules.includes(`from ${addr} lookup 1001`), `no rule: ${rules}`);
+          }
+          const check = await n.run(
+            'CHECK',
+            { containerId: ids[0]!, netns: a },
+            { ...conf(n, mode), prevResult: adds[0]!.json },
+          );
+          ok(check, 'CHECK');
+          const dels = await Promise.all(ids.map((id) => pods.del(id)));
+          for (const [i, r] of dels.entries()) ok(r, `DEL of pod ${i}`);
+          const left = leftovers(before, snapshot6(netns), NODE_WIDE);
+          assert(left.length === 0, `left behind after DEL:\n${left.join('\n')}`);
+          assert((await n.claimed()).length === 0, 'a lease is still CLAIMED');
+        }),
     });
   }
   cases.push(
     {
       name: 'ipv6 l2: IMDS is unreachable on fd00:ec2::254; negative control: reachable once the block is removed',
-      async run(): Promise<void> {
-        const n = node();
-        const netns = n.addNetns();
-        ok(await n.run('ADD', { containerId: 'v6-imds', netns }, conf(n, 'l2')), 'ADD');
-        assert(ping6(netns, V6_GATEWAY), 'the pod cannot reach the router (the control would prove nothing)');
-        assert(!ping6(netns, IMDS6, 1), `the pod reached IMDS at ${IMDS6}`);
-        ip('-n', netns, '-6', 'route', 'del', 'unreachable', IMDS6);
-        assert(ping6(netns, IMDS6), 'without its block the pod still cannot reach the IMDS stand-in');
-        ok(await n.run('DEL', { containerId: 'v6-imds', netns }, conf(n, 'l2')), 'DEL');
-      },
+      run: () =>
+        withPods(node(), async (pods) => {
+          const n = node();
+          const netns = n.addNetns();
+          ok(await pods.add('v6-imds', netns, conf(n, 'l2')), 'ADD');
+          assert(ping6(netns, V6_GATEWAY), 'the pod cannot reach the router (the control would prove nothing)');
+          assert(!ping6(netns, IMDS6, 1), `the pod reached IMDS at ${IMDS6}`);
+          ip('-n', netns, '-6', 'route', 'del', 'unreachable', IMDS6);
+          assert(ping6(netns, IMDS6), 'without its block the pod still cannot reach the IMDS stand-in');
+          ok(await pods.del('v6-imds'), 'DEL');
+        }),
     },
     {
       name: 'ipv6 l3s: IPv4 egress cannot reach IMDS; controls: the pod route, then also the host drop removed',
-      async run(): Promise<void> {
-        const n = node();
-        const netns = n.addNetns();
-        ok(await n.run('ADD', { containerId: 'v4-imds', netns }, conf(n, 'l3s')), 'ADD');
-        assert(ping(netns, WORLD_IP), 'the pod has no IPv4 egress (the control would prove nothing)');
-        assert(!ping(netns, IMDS4, 1), `the pod reached IMDS at ${IMDS4} over its egress`);
-        ip('-n', netns, 'route', 'del', 'unreachable', IMDS4);
-        assert(!ping(netns, IMDS4, 1), 'the host forwarded the pod to IMDS without the pod route');
-        const drop = sh('iptables', '-w', '5', '-S', EGRESS_CHAIN)
-          .split('\n')
-          .find((l) => l.includes('169.254.0.0/16') && l.includes('DROP'));
-        assert(drop !== undefined, 'no link-local drop in the egress chain');
-        sh('iptables', '-w', '5', ...drop.replace(/^-A /, '-D ').split(' '));
-        assert(ping(netns, IMDS4), 'with both blocks removed the pod still cannot reach the IMDS stand-in');
-        ok(await n.run('DEL', { containerId: 'v4-imds', netns }, conf(n, 'l3s')), 'DEL');
-      },
+      run: () =>
+        withPods(node(), async (pods) => {
+          const n = node();
+          const netns = n.addNetns();
+          ok(await pods.add('v4-imds', netns, conf(n, 'l3s')), 'ADD');
+          assert(ping(netns, WORLD_IP), 'the pod has no IPv4 egress (the control would prove nothing)');
+          assert(!ping(netns, IMDS4, 1), `the pod reached IMDS at ${IMDS4} over its egress`);
+          ip('-n', netns, 'route', 'del', 'unreachable', IMDS4);
+          assert(!ping(netns, IMDS4, 1), 'the host forwarded the pod to IMDS without the pod route');
+          const chain = sh('iptables', '-w', '5', '-S', EGRESS_CHAIN)
+            .split('\n')
+            .filter((l) => l.startsWith('-A '));
+          const at = chain.findIndex((l) => l.includes('169.254.0.0/16') && l.includes('DROP'));
+          assert(at >= 0, 'no link-local drop in the egress chain');
+          const drop = chain[at]!.replace(/^-A \S+ /, '').split(' ');
+          sh('iptables', '-w', '5', '-D', EGRESS_CHAIN, ...drop);
+          try {
+            assert(ping(netns, IMDS4), 'with both blocks removed the pod still cannot reach the IMDS stand-in');
+          } finally {
+            // The drop is the node's, not the pod's: back where it was, for the cases after this one.
+            sh('iptables', '-w', '5', '-I', EGRESS_CHAIN, String(at + 1), ...drop);
+          }
+          ok(await pods.del('v4-imds'), 'DEL');
+        }),
     },
     {
       name: 'dual l3s: one pod reaches the router on both families and the host over its veth on both',
-      async run(): Promise<void> {
-        const n = node();
-        const netns = n.addNetns();
-        const before = snapshot6([netns]);
-        const add = await n.run('ADD', { containerId: 'dual-l3s', netns }, conf(n, 'l3s', 'dual'));
-        ok(add, 'ADD');
-        const [v4, v6] = addressesOf(add) as [string, string];
-        assert(ping(netns, GATEWAY) && ping6(netns, V6_GATEWAY), `${v4}/${v6} cannot reach both routers`);
-        assert(ping(netns, HOST_IP) && ping6(netns, HOST_IP6), 'the pod cannot reach the host on both families');
-        ok(await n.run('DEL', { containerId: 'dual-l3s', netns }, conf(n, 'l3s', 'dual')), 'DEL');
-        const left = leftovers(before, snapshot6([netns]), NODE_WIDE);
-        assert(left.length === 0, `left behind after DEL:\n${left.join('\n')}`);
-      },
+      run: () =>
+        withPods(node(), async (pods) => {
+          const n = node();
+          const netns = n.addNetns();
+          const before = snapshot6([netns]);
+          const add = await pods.add('dual-l3s', netns, conf(n, 'l3s', 'dual'));
+          ok(add, 'ADD');
+          const [v4, v6] = addressesOf(add) as [string, string];
+          assert(ping(netns, GATEWAY) && ping6(netns, V6_GATEWAY), `${v4}/${v6} cannot reach both routers`);
+          assert(ping(netns, HOST_IP) && ping6(netns, HOST_IP6), 'the pod cannot reach the host on both families');
+          ok(await pods.del('dual-l3s'), 'DEL');
+          const left = leftovers(before, snapshot6([netns]), NODE_WIDE);
+          assert(left.length === 0, `left behind after DEL:\n${left.join('\n')}`);
+        }),
     },
   );
   return cases;
