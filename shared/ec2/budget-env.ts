@@ -28,6 +28,8 @@ export interface BudgetWiring {
   readonly tableName: string;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** How the budget waits for a token on `clock` (default: a real timer); tests pass their clock's. */
+  readonly sleep?: (ms: number) => Promise<void>;
 }
 
 function positive(env: NodeJS.ProcessEnv, name: string, max: number): number | undefined {
@@ -62,6 +64,8 @@ export function budgetedEc2FromEnv(env: NodeJS.ProcessEnv, wiring: BudgetWiring)
       accountBuckets,
     ),
     logger: wiring.logger,
+    ...(rateScale !== undefined ? { rateScale } : {}),
+    ...(wiring.sleep ? { sleep: wiring.sleep } : {}),
   });
   return new BudgetedEc2(wiring.ec2, budget);
 }

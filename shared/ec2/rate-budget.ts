@@ -137,7 +137,8 @@ export function heldEc2Tickets(): Record<string, number[]> | undefined {
 /**
  * A call whose token would start past its bound: the caller re-enqueues the work (with a lifecycle
  * heartbeat) for `retryAfterMs` instead of sleeping inside the function. Classified as throttling, so every
- * path that already handles RequestLimitExceeded handles it too.
+ * path that already handles RequestLimitExceeded handles it too. `retryAfterMs` is AWS time (the budget's
+ * `rateScale`), as the queue that brings the work back counts its DelaySeconds.
  */
 export class RateBudgetDeferral extends Ec2ApiError {
   constructor(
@@ -158,6 +159,14 @@ export interface RateBudgetOptions {
   readonly clock: Clock;
   /** Bucket figures by key; `rateOf` picks the figure of a key. */
   readonly rateOf: (key: string) => BucketRate;
+  /**
+   * AWS seconds per second of `clock` (default 1): the factor `rateOf`'s refill rates carry, 1/timeScale on a
+   * local cloud. A deferral's `retryAfterMs` is AWS time by it, so SQS brings the work back at its ticket at
+   * any time scale; the clock's own times (tickets, deadlines) stay clock ms. The bounds below are AWS
+   * durations stretched onto a slower clock, never shrunk on a faster one, whose store round trips still take
+   * real time.
+   */
+  readonly rateScale?: number;
   /** The longest a call sleeps for its token when its context has no deadline (default 10 s). */
   readonly maxWaitMs?: number;
   readonly sleep?: (ms: number) => Promise<void>;
@@ -227,15 +236,15 @@ export class RateBudget {
     else if (state?.reserving) await state.reserving;
     if (state) this.dropLateTickets(state, key);
     const nowMs = clock.nowMs();
-    const latestStartMs = context?.deadlineMs ?? nowMs + (this.options.maxWaitMs ?? 10_000);
+    const latestStartMs = context?.deadlineMs ?? nowMs + this.boundMs(this.options.maxWaitMs ?? 10_000);
     const held = state?.tickets.get(key);
     const ticket = held?.[0];
     if (held && ticket !== undefined) {
       // A held turn is worth a short sleep even past the invocation's bound: deferring it would come back late.
-      if (ticket > Math.max(latestStartMs, nowMs + (this.options.ticketWaitMs ?? 4_000))) {
+      if (ticket > Math.max(latestStartMs, nowMs + this.boundMs(this.options.ticketWaitMs ?? 4_000))) {
         // Not its turn yet: the ticket stays held and the re-enqueued event carries it.
         this.stats.deferred += 1;
-        throw new RateBudgetDeferral(action, ticket - nowMs);
+        throw new RateBudgetDeferral(action, this.awsMs(ticket - nowMs));
       }
       held.shift();
       this.stats.ticketsUsed += 1;
@@ -251,11 +260,21 @@ export class RateBudget {
     if (start === 'short') {
       this.stats.deferred += 1;
       const rate = this.options.rateOf(key);
-      throw new RateBudgetDeferral(action, Math.max(intervalMs(rate), this.shortWaitMs(key)));
+      throw new RateBudgetDeferral(action, this.awsMs(Math.max(intervalMs(rate), this.shortWaitMs(key))));
     }
     this.stats.granted += 1;
     await this.sleepUntil(start);
     return start;
+  }
+
+  /** One of the budget's bounds (an AWS duration) on its clock. */
+  private boundMs(awsMs: number): number {
+    return awsMs / Math.min(1, this.options.rateScale ?? 1);
+  }
+
+  /** A duration on the budget's clock in AWS time. */
+  private awsMs(clockMs: number): number {
+    return clockMs * (this.options.rateScale ?? 1);
   }
 
   private async sleepUntil(startMs: number): Promise<void> {
@@ -295,7 +314,7 @@ export class RateBudget {
     state.before = undefined;
     state.reserving = (async () => {
       const nowMs = this.options.clock.nowMs();
-      const latestStartMs = nowMs + (this.options.maxReserveAheadMs ?? 15 * 60_000);
+      const latestStartMs = nowMs + this.boundMs(this.options.maxReserveAheadMs ?? 15 * 60_000);
       const arrivalMs = state.context.arrivalMs;
       const reserve = async (key: string, notBefore: readonly (number | undefined)[]): Promise<void> => {
         const starts = await Promise.all(

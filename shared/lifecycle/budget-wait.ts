@@ -14,6 +14,7 @@ export function budgetWait(...errors: readonly unknown[]): WaitOutcome | undefin
     reason: deferral.message,
     delay: 'backoff',
     cause: 'account',
+    // AWS seconds already (the budget's rate scale), as SQS counts the delay: a local cloud stretches it once.
     afterS: deferral.retryAfterMs / 1000,
   };
 }
