@@ -92,8 +92,6 @@ interface CallState {
   readonly context: Ec2CallContext;
   readonly tickets: Map<string, number[]>;
   declared?: Readonly<Record<string, number>>;
-  /** Declared keys reserved just before another key's tickets (declareEc2Calls' `before`). */
-  before?: Readonly<Record<string, string>>;
   reserving?: Promise<void>;
 }
 
@@ -111,20 +109,12 @@ export function withEc2CallContext<T>(context: Ec2CallContext, work: () => Promi
  * keeps its place: it is re-enqueued for its own token's time with the tickets (heldEc2Tickets) instead of
  * asking again and queueing behind everything that arrived meanwhile. Keys the work holds tickets for already
  * are not reserved twice. Outside a context (or without a budget) a declaration does nothing.
- *
- * `before` maps a key to the key its calls precede (`{ CreateNetworkInterface: 'AttachNetworkInterface' }`):
- * its i-th ticket is reserved no earlier than a lead before the other key's i-th, so the work comes back once
- * for both calls instead of once per call (each return holds a Lambda while it sleeps for its turn).
  */
-export function declareEc2Calls(
-  needs: Readonly<Record<string, number>>,
-  before: Readonly<Record<string, string>> = {},
-): void {
+export function declareEc2Calls(needs: Readonly<Record<string, number>>): void {
   const state = callContext.getStore();
   if (!state) return;
   const wanted = Object.entries(needs).filter(([key, n]) => n > 0 && !state.tickets.get(key)?.length);
   state.declared = wanted.length > 0 ? Object.fromEntries(wanted) : undefined;
-  state.before = before;
 }
 
 /** The tickets the current work holds and has not used, to carry into its re-enqueued event. */
@@ -191,8 +181,6 @@ interface Taker {
   readonly latestStartMs: number;
   /** A reservation for later (served in its own round trips: a far bound must not share a near one's fate). */
   readonly reserve: boolean;
-  /** No token before this (a call reserved to precede another's ticket); served alone, as if it were now. */
-  readonly notBeforeMs?: number;
   readonly seq: number;
   resolve(startMs: number | 'short' | 'failed'): void;
 }
@@ -292,7 +280,9 @@ export class RateBudget {
   private dropLateTickets(state: CallState, key: string): void {
     const held = state.tickets.get(key);
     if (!held?.length) return;
-    const oldestUsableMs = this.options.clock.nowMs() - this.graceMs(key);
+    const rate = this.options.rateOf(key);
+    const graceMs = (this.options.ticketGraceTokens ?? rate.heldBackTokens ?? 10) * intervalMs(rate);
+    const oldestUsableMs = this.options.clock.nowMs() - graceMs;
     const late = held.filter((t) => t < oldestUsableMs).length;
     if (late === 0) return;
     held.splice(0, late);
@@ -308,64 +298,27 @@ export class RateBudget {
    * be reserved (past the horizon, or the store unreachable) is simply not held: its call takes the usual path.
    */
   private reserveDeclared(state: CallState): Promise<void> {
-    const declared = Object.entries(state.declared ?? {});
-    const before = state.before ?? {};
+    const declared = state.declared ?? {};
     state.declared = undefined;
-    state.before = undefined;
     state.reserving = (async () => {
       const nowMs = this.options.clock.nowMs();
       const latestStartMs = nowMs + this.boundMs(this.options.maxReserveAheadMs ?? 15 * 60_000);
       const arrivalMs = state.context.arrivalMs;
-      const reserve = async (key: string, notBefore: readonly (number | undefined)[]): Promise<void> => {
-        const starts = await Promise.all(
-          notBefore.map((notBeforeMs) =>
-            this.queueTaker(key, {
-              arrivalMs,
-              latestStartMs,
-              reserve: true,
-              ...(notBeforeMs !== undefined ? { notBeforeMs } : {}),
-            }),
-          ),
-        );
-        const held = starts.filter((s): s is number => typeof s === 'number');
-        this.stats.reserved += held.length;
-        state.tickets.set(
-          key,
-          [...(state.tickets.get(key) ?? []), ...held].sort((a, b) => a - b),
-        );
-      };
-      const led = (key: string): boolean => before[key] !== undefined;
       await Promise.all(
-        declared.filter(([key]) => !led(key)).map(([key, n]) => reserve(key, Array(n).fill(undefined))),
-      );
-      // Then each led key, its i-th token a lead before the other key's i-th ticket (or now, past them). The lead
-      // is half that ticket's grace: a call that takes up to the other half still leaves its ticket usable.
-      await Promise.all(
-        declared
-          .filter(([key]) => led(key))
-          .map(([key, n]) => {
-            const next = before[key] as string;
-            const leadMs = Math.floor(this.graceMs(next) / 2);
-            const anchors = state.tickets.get(next) ?? [];
-            // A turn already due needs no not-before: such takers share round trips like any other.
-            const notBefore = (i: number): number | undefined => {
-              const ms = (anchors[i] ?? Number.NaN) - leadMs;
-              return ms > nowMs ? ms : undefined;
-            };
-            return reserve(
-              key,
-              Array.from({ length: n }, (_, i) => notBefore(i)),
-            );
-          }),
+        Object.entries(declared).map(async ([key, count]) => {
+          const starts = await Promise.all(
+            Array.from({ length: count }, () => this.queueTaker(key, { arrivalMs, latestStartMs, reserve: true })),
+          );
+          const held = starts.filter((s): s is number => typeof s === 'number');
+          this.stats.reserved += held.length;
+          state.tickets.set(
+            key,
+            [...(state.tickets.get(key) ?? []), ...held].sort((a, b) => a - b),
+          );
+        }),
       );
     })();
     return state.reserving;
-  }
-
-  /** How late a ticket of `key` may still be used (dropLateTickets). */
-  private graceMs(key: string): number {
-    const rate = this.options.rateOf(key);
-    return (this.options.ticketGraceTokens ?? rate.heldBackTokens ?? 10) * intervalMs(rate);
   }
 
   private readonly lastShortWaitMs = new Map<string, number>();
@@ -399,15 +352,8 @@ export class RateBudget {
         if (queue.length === 0) return;
         // Reservations and bounded takes go in separate round trips, in queue order.
         const kind = queue[0]!.reserve;
-        const alone = (t: Taker): boolean => t.notBeforeMs !== undefined;
         let n = 1;
-        while (
-          n < Math.min(queue.length, this.options.maxBatch ?? 16) &&
-          queue[n]!.reserve === kind &&
-          !alone(queue[0]!) &&
-          !alone(queue[n]!)
-        )
-          n += 1;
+        while (n < Math.min(queue.length, this.options.maxBatch ?? 16) && queue[n]!.reserve === kind) n += 1;
         const batch = queue.splice(0, n);
         await this.serve(key, rate, batch);
       }
@@ -421,10 +367,8 @@ export class RateBudget {
     const { store, clock } = this.options;
     let pending = batch;
     // Two rounds: all of them, then as many as fit given what the first round saw.
-    // A taker with a not-before is served alone, as if that time were now (the store's arithmetic holds for any now).
-    const notBeforeMs = batch[0]?.notBeforeMs ?? Number.NEGATIVE_INFINITY;
     for (let round = 0; round < 2 && pending.length > 0; round += 1) {
-      const nowMs = Math.max(clock.nowMs(), notBeforeMs);
+      const nowMs = clock.nowMs();
       // The batch is granted only if its last taker's token starts in time for the strictest of them.
       const latest = Math.min(...pending.map((t) => t.latestStartMs));
       let result: TakeResult;
@@ -444,8 +388,7 @@ export class RateBudget {
         return;
       }
       const fit = tokensThatFit(rate, result.tatMs, nowMs, latest);
-      if (batch[0]?.notBeforeMs === undefined)
-        this.lastShortWaitMs.set(key, tokenStartMs(rate, result.tatMs, 1, nowMs) - nowMs);
+      this.lastShortWaitMs.set(key, tokenStartMs(rate, result.tatMs, 1, nowMs) - nowMs);
       if (fit <= 0 || round === 1) break;
       // Serve the oldest ones that fit; the rest are short now (their bound is what it is).
       const later = pending.slice(Math.min(fit, pending.length - 1));

@@ -22,7 +22,7 @@ import { clusterTagKey, deferToAnotherEvent, isTaggedForCluster } from './hookle
 import { pendingNodeRecord } from './pending-node.js';
 import { expectedLeases } from './pod-eni.js';
 import { applyChanges, type EniWriter } from './pod-eni-outcome.js';
-import { advancePodEnis, POD_ENI_CALL_ORDER, podEniCallsAhead } from './pod-eni-steps.js';
+import { advancePodEnis, podEniCallsAhead } from './pod-eni-steps.js';
 import { candidateSubnets } from './subnets.js';
 
 /**
@@ -192,7 +192,7 @@ async function provision(launch: Launch, start: NodeRecord): Promise<Step> {
   }
   const waitMs = deps.attachWaitMs ?? 0;
   // Its remaining creates and attaches reserved at once: a launch deferred for tokens keeps its turn (rate-budget.ts).
-  declareEc2Calls(podEniCallsAhead(start.enis), POD_ENI_CALL_ORDER);
+  declareEc2Calls(podEniCallsAhead(start.enis));
   const outcome = await advancePodEnis(deps, start, instance, {
     minLeases: deps.config.minLeases,
     write: readyOnceLeased(deps),

@@ -79,14 +79,6 @@ export function podEniCallsAhead(enis: readonly EniRecord[]): Record<string, num
   return { CreateNetworkInterface: count(['PLANNED']), AttachNetworkInterface: count(['PLANNED', 'CREATED']) };
 }
 
-/**
- * Each Create reserved just before its Attach's turn, not at its own bucket's (earlier) one: the launch then
- * comes back once for both, where it came back for the Create and again for the Attach.
- */
-export const POD_ENI_CALL_ORDER: Readonly<Record<string, string>> = {
-  CreateNetworkInterface: 'AttachNetworkInterface',
-};
-
 class PodEniSteps {
   private readonly fallback: SubnetFallback;
   private subnets: Map<string, Ec2Subnet> | undefined;

@@ -129,58 +129,6 @@ describe('A launch holding EC2 tickets', () => {
   });
 });
 
-describe('A launch whose creates and attaches both wait their turn', () => {
-  let h: Harness;
-  beforeAll(async () => {
-    h = await Harness.start({ config: { minLeases: 4 } });
-  });
-  afterAll(() => h.close());
-
-  /** Re-enqueues until the launch completes; the budget's queues start 5 s (Create) and 12 s (Attach) deep. */
-  async function roundsToComplete(): Promise<{ deferrals: number; stats: RateBudget['stats'] }> {
-    const clock = new ManualClock(Date.now());
-    const store = new MemoryRateBudgetStore();
-    const attach = { bucket: 2, refillPerSecond: 1, heldBackTokens: 2 };
-    const create = { bucket: 2, refillPerSecond: 1, heldBackTokens: 2 };
-    await store.take('AttachNetworkInterface', 14, attach, clock.nowMs(), clock.nowMs() + 60_000);
-    await store.take('CreateNetworkInterface', 7, create, clock.nowMs(), clock.nowMs() + 60_000);
-    const budget = new RateBudget({
-      store,
-      clock,
-      rateOf: (key) =>
-        key === 'AttachNetworkInterface'
-          ? attach
-          : key === 'CreateNetworkInterface'
-            ? create
-            : { bucket: 100, refillPerSecond: 100 },
-      sleep: async () => {},
-    });
-    const deps = h.deps(undefined, { ec2: new BudgetedEc2(h.ec2, budget), clock });
-    const handle = createLifecycleBatchHandler(deps, { budgetWaitMs: 500 });
-    const id = h.launchInstance('m5.large');
-    let body = launchEventBody(id);
-    let deferrals = 0;
-    for (let round = 0; round < 10 && h.autoScaling.resultFor(id).length === 0; round += 1) {
-      const before = h.requeue.queued.length;
-      await handle({ Records: [sqsRecord(`r${round}`, body)] });
-      const next = h.requeue.queued[before];
-      if (!next) break;
-      if (JSON.parse(next.body).vpcLease?.tickets) deferrals += 1;
-      body = next.body;
-      clock.advance(next.delayS * 1000 + 1000);
-    }
-    expect(h.autoScaling.resultFor(id)).toEqual(['CONTINUE']);
-    return { deferrals, stats: budget.stats };
-  }
-
-  it('comes back once for both: each Create is reserved just before its Attach, not at its own earlier turn', async () => {
-    const { deferrals, stats } = await roundsToComplete();
-    expect(deferrals).toBe(1);
-    expect(stats).toMatchObject({ ticketsExpired: 0 });
-    expect(stats.ticketsUsed).toBe(stats.reserved);
-  });
-});
-
 describe('A launch with an inline attach wait (deps.attachWaitMs)', () => {
   let h: Harness;
   beforeAll(async () => {

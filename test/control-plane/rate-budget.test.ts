@@ -62,17 +62,6 @@ describe.each(stores)('RateBudgetStore contract: %s', (_name, make) => {
     expect(await store.take('Attach', 1, RATE, T0, T0 + 200)).toEqual({ kind: 'granted', baseMs: T0 + 2000 });
   });
 
-  it('takes at a later "now" as if it were that time: no token before it, the slots before it left behind', async () => {
-    const store = await make();
-    // A reservation 30 s ahead on an idle bucket: its tokens start at that time, not at the bucket's idle burst.
-    expect(await store.take('Create', 2, RATE, T0 + 30_000, T0 + 60_000)).toEqual({
-      kind: 'granted',
-      baseMs: T0 + 30_000,
-    });
-    // A caller at T0 still finds the burst less what the later take holds (10 tokens = 2 s of tolerance).
-    expect(await store.take('Create', 1, RATE, T0, T0 + 60_000)).toEqual({ kind: 'granted', baseMs: T0 + 30_400 });
-  });
-
   it('takes nothing when it refuses', async () => {
     const store = await make();
     await store.take('Create', 10, RATE, T0, T0);
@@ -370,45 +359,6 @@ describe('RateBudget tickets: declared calls reserved at once, carried across a 
     });
     expect(later).toBe(T0 + 400);
     expect(slept).toEqual([400]);
-  });
-});
-
-describe("RateBudget: a declared call reserved just before another key's ticket (declareEc2Calls `before`)", () => {
-  /** Attach: a token a second, its next ones 9 s ahead; grace 2 tokens (2 s), so the lead is 1 s. */
-  const ATTACH: BucketRate = { bucket: 2, refillPerSecond: 1, heldBackTokens: 2 };
-  const CREATE: BucketRate = { bucket: 4, refillPerSecond: 1, heldBackTokens: 1 };
-
-  async function ticketsOf(before: Record<string, string>, createBusyUntilMs?: number) {
-    const clock = new ManualClock(T0);
-    const store = new MemoryRateBudgetStore();
-    await store.take('Attach', 10, ATTACH, T0, T0 + 60_000);
-    if (createBusyUntilMs !== undefined)
-      await store.take('Create', (createBusyUntilMs - T0) / 1000 + 4, CREATE, T0, T0 + 60_000);
-    const budget = new RateBudget({ store, clock, rateOf: (k) => (k === 'Attach' ? ATTACH : CREATE), ticketWaitMs: 0 });
-    return withEc2CallContext({ arrivalMs: T0, deadlineMs: T0 + 500 }, async () => {
-      declareEc2Calls({ Create: 2, Attach: 2 }, before);
-      const first = await budget.acquire('Create', 'CreateNetworkInterface').catch((e: unknown) => e);
-      return { first, held: heldEc2Tickets(), stats: budget.stats };
-    });
-  }
-
-  it("puts each Create a lead before its Attach's turn, where alone it would go at once", async () => {
-    const led = await ticketsOf({ Create: 'Attach' });
-    expect(led.held).toEqual({ Attach: [T0 + 9_000, T0 + 10_000], Create: [T0 + 8_000, T0 + 9_000] });
-    // The first call is deferred to its Create ticket, which is within a second of the Attach: one return for both.
-    expect(led.first).toBeInstanceOf(RateBudgetDeferral);
-    expect((led.first as RateBudgetDeferral).retryAfterMs).toBe(8_000);
-    // Control: without `before` the Creates take the bucket's idle burst now and the launch must come back twice.
-    const alone = await ticketsOf({});
-    expect(alone.first).toBe(T0);
-    expect(alone.held).toEqual({ Attach: [T0 + 9_000, T0 + 10_000], Create: [T0] });
-  });
-
-  it("never puts a Create before its own bucket's turn", async () => {
-    // The Create bucket is taken until T0 + 20 s: its tickets follow its own schedule, later than the Attach's.
-    const busy = await ticketsOf({ Create: 'Attach' }, T0 + 20_000);
-    expect(busy.held?.['Create']).toEqual([T0 + 21_000, T0 + 22_000]);
-    expect(busy.stats.reserved).toBe(4);
   });
 });
 
