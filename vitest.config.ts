@@ -21,6 +21,21 @@ export const LONGEST_FIRST: readonly string[] = [
   'test/runtime/kubelet.test.ts', // ~20 s
 ];
 
+/** Test files run in a process of their own (see `projects` below). */
+const ISOLATED: string[] = [
+  'test/node/**/*.test.ts',
+  'test/runtime/**/*.test.ts',
+  'test/security/**/*.test.ts',
+  'test/fabric/**/*.test.ts',
+  'test/vm/**/*.test.ts',
+  'test/cli/**/*.test.ts',
+  'test/e2e/**/*.test.ts',
+  'test/chaos/**/*.test.ts',
+  'test/control-plane/handler.test.ts',
+  'test/dynamo/light-client.test.ts',
+  'test/local/imds.test.ts',
+];
+
 export class LongestFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
     const rank = (f: TestSpecification): number => {
@@ -34,7 +49,6 @@ export class LongestFirst extends BaseSequencer {
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     exclude: ['test/vm/guest/**', 'node_modules/**'],
     pool: 'forks',
     testTimeout: 30_000,
@@ -42,5 +56,21 @@ export default defineConfig({
     // Two cores: keep at most two suite processes so timing-sensitive simulator tests are not starved.
     maxWorkers: 2,
     sequence: { sequencer: LongestFirst },
+    projects: [
+      // Files that hold process-wide state of their own (the local scenario's Lambda modules, netlink and
+      // iptables choices, mocks, environment variables, fake timers, VMs): a fresh process each.
+      { extends: true, test: { name: 'isolated', include: ISOLATED } },
+      // The rest share their worker's process and module cache: each file's start-up (~2 s of imports, the
+      // AWS SDK and CDK among them) is paid once a worker instead of once a file.
+      {
+        extends: true,
+        test: {
+          name: 'shared',
+          include: ['test/**/*.test.ts'],
+          exclude: [...ISOLATED, 'test/vm/guest/**'],
+          isolate: false,
+        },
+      },
+    ],
   },
 });
