@@ -13,6 +13,7 @@ import { createLifecycleBatchHandler } from '../../shared/lifecycle/batch-handle
 import type { LifecycleDeps } from '../../shared/lifecycle/deps.js';
 import { LAUNCH_DETAIL_TYPE, STATE_CHANGE_DETAIL_TYPE, TERMINATE_DETAIL_TYPE } from '../../shared/lifecycle/events.js';
 import { createLogger } from '../../shared/log.js';
+import { type DynaliteProcess, startDynaliteProcess } from './dynalite-process.js';
 import { type RequestCounter, startRequestCounter } from './request-counter.js';
 
 export const TABLE = 'vpc-lease';
@@ -48,6 +49,8 @@ export interface ControlPlaneCloudOptions {
    * unevaluated, so it only adds an HTTP hop (CPU on the one core everything shares) that AWS does not have.
    */
   readonly dynamoWithoutIam?: boolean;
+  /** With `dynamoWithoutIam`: the Lambdas' DynamoDB is dynalite in a child process, on the other core. */
+  readonly dynaliteProcess?: boolean;
 }
 
 /** How each lifecycle action ended, from the Auto Scaling side. */
@@ -84,6 +87,7 @@ export class ControlPlaneCloud {
     /** Shared with the simulator's log sink, which adds the timeouts. */
     readonly outcomes: ActionOutcome[],
     private readonly options: ControlPlaneCloudOptions,
+    private readonly dynaliteProcess?: DynaliteProcess,
   ) {
     const { queue, dlq } = cloud.createQueueWithDlq('vpc-lease-lifecycle', {
       maxReceiveCount: 10,
@@ -179,16 +183,17 @@ export class ControlPlaneCloud {
       ...(options.sqs ? { sqs: options.sqs } : {}),
     });
     let dynamo: RequestCounter | undefined;
+    let own: DynaliteProcess | undefined;
     try {
-      dynamo = await startRequestCounter(
-        options.dynamoWithoutIam ? cloud.endpoints.dynamodbDirect : cloud.endpoints.dynamodb,
-        {
-          capacity: true,
-          ...(options.random ? { random: options.random } : {}),
-        },
-      );
+      if (options.dynamoWithoutIam && options.dynaliteProcess) own = await startDynaliteProcess(TABLE, cloud.region);
+      const upstream =
+        own?.endpoint ?? (options.dynamoWithoutIam ? cloud.endpoints.dynamodbDirect : cloud.endpoints.dynamodb);
+      dynamo = await startRequestCounter(upstream, {
+        capacity: true,
+        ...(options.random ? { random: options.random } : {}),
+      });
       for (const [key, spec] of Object.entries(options.ec2Buckets ?? {})) cloud.ec2.admin.setBucket(key, spec);
-      const c = new ControlPlaneCloud(cloud, dynamo, outcomes, options);
+      const c = new ControlPlaneCloud(cloud, dynamo, outcomes, options, own);
       c.subnetIds = [...(cloud.network?.subnetIds ?? [])];
       if (options.bigSubnets) {
         // 10.0.64.0/18 and 10.0.128.0/18 (16 k addresses each) beside the seeded /20s, one per zone.
@@ -202,6 +207,7 @@ export class ControlPlaneCloud {
       return c;
     } catch (err) {
       await dynamo?.close();
+      await own?.close();
       await cloud.close();
       throw err;
     }
@@ -271,6 +277,7 @@ export class ControlPlaneCloud {
   async close(): Promise<void> {
     await this.cloud.close();
     await this.dynamo.close();
+    await this.dynaliteProcess?.close();
     for (const key of Object.keys(process.env)) if (!(key in this.savedEnv)) delete process.env[key];
     Object.assign(process.env, this.savedEnv);
   }

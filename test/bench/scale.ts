@@ -145,6 +145,7 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
     // The 4 s a record may sleep for budget tokens is meant in AWS time, like the budget's refill.
     budgetWaitMs: Math.round(4000 * options.timeScale),
     dynamoWithoutIam: options.dynamoWithoutIam === true,
+    dynaliteProcess: options.dynamoWithoutIam === true,
     ...(options.ec2Buckets ? { ec2Buckets: options.ec2Buckets } : {}),
   });
   try {
@@ -266,7 +267,9 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
       /** CPU of the whole local cloud until every action completed; 1.0 of one core is all one thread can do. */
       localCloudCpuMsPerNode: Math.round(cloudCpuMs / options.instances),
       localCloudCoresBusy: round(cloudCpuMs / cpuWindowMs),
-      dynamoPath: options.dynamoWithoutIam ? 'counting proxy → dynalite' : 'counting proxy → IAM endpoint → dynalite',
+      dynamoPath: options.dynamoWithoutIam
+        ? 'counting proxy → dynalite (its own process)'
+        : 'counting proxy → IAM endpoint → dynalite',
       dlqMessages: c.dlq.counts().visible,
       invariantViolations: report.violations.length,
       firstViolation: formatViolations(report).split('\n')[0] || undefined,
