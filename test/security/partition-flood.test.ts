@@ -3,10 +3,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { A, leaseKey, NODE_WRITABLE_ATTRS } from '../../shared/lease-store/item-codec.js';
 import { itemBytes, PARTITION_READ_MAX_BYTES } from '../../shared/lease-store/partition-bound.js';
 import { sweepPools } from '../../shared/pool/sweep.js';
-import { DynamoLeasePartitions } from '../../shared/reconcile/lease-partitions.js';
-import { type PacedReconcileDeps, reconcilePaced } from '../../shared/reconcile/paced.js';
+import { reconcilePaced } from '../../shared/reconcile/paced.js';
 import { DynamoSweepCursorStore } from '../../shared/schedule/cursor.js';
 import { claimOne, type PoolEnv, type ReadyNode, readyNode, startPoolEnv } from '../pool/support.js';
+import { pacedDeps } from '../reconcile/support/harness.js';
 
 let env: PoolEnv | undefined;
 afterEach(async () => {
@@ -132,18 +132,7 @@ describe('Security: a node floods its own partition past anything the control pl
       e.clock.advance(1_000);
       return scan(input);
     };
-    const reconciler: PacedReconcileDeps = {
-      ec2: e.ec2,
-      store: e.store,
-      config: e.config,
-      clock: e.clock,
-      logger: e.logger,
-      metrics: e.metrics,
-      minMarkAgeMs: 60_000,
-      driftGraceMs: 0,
-      cursor: new DynamoSweepCursorStore(e.api, e.tableName),
-      leasePartitions: new DynamoLeasePartitions(e.api, e.tableName),
-    };
+    const reconciler = pacedDeps(e, { cursor: new DynamoSweepCursorStore(e.api, e.tableName) });
 
     const perRun: number[] = [];
     const due = new Set<string>();
