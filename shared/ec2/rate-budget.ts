@@ -77,20 +77,28 @@ export class MemoryRateBudgetStore implements RateBudgetStore {
   }
 }
 
+/**
+ * A reserved token: when it may be sent, and until when it may still be sent late. While the budget's queue
+ * stays at least one token ahead of the clock, EC2's bucket is never full, so a token nobody took at its start
+ * is still in it; the queue reached `usableUntilMs` + one interval right after this token was taken, and a
+ * stored time only grows. Past that, only the part of EC2's burst the budget holds back covers the lateness.
+ */
+export type HeldTicket = readonly [startMs: number, usableUntilMs: number];
+
 /** What an EC2 call waits for: which launch it serves (for arrival order) and until when it may wait. */
 export interface Ec2CallContext {
   /** When the work arrived (the event's `time`): earlier arrivals get the next tokens first. */
   readonly arrivalMs: number;
   /** Past this, a call that would still have to wait is deferred instead (the invocation's own bound). */
   readonly deadlineMs?: number;
-  /** Tokens the work reserved in an earlier invocation (carried in its re-enqueued event): start times by key. */
-  readonly tickets?: Readonly<Record<string, readonly number[]>>;
+  /** Tokens the work reserved in an earlier invocation (carried in its re-enqueued event), by key. */
+  readonly tickets?: Readonly<Record<string, readonly HeldTicket[]>>;
 }
 
 /** The context of one piece of work as the budget tracks it: tickets held, calls declared but not reserved yet. */
 interface CallState {
   readonly context: Ec2CallContext;
-  readonly tickets: Map<string, number[]>;
+  readonly tickets: Map<string, HeldTicket[]>;
   declared?: Readonly<Record<string, number>>;
   reserving?: Promise<void>;
 }
@@ -99,7 +107,7 @@ const callContext = new AsyncLocalStorage<CallState>();
 
 /** Runs `work` with its EC2 calls ordered by `context.arrivalMs` and bounded by its deadline. */
 export function withEc2CallContext<T>(context: Ec2CallContext, work: () => Promise<T>): Promise<T> {
-  const tickets = new Map(Object.entries(context.tickets ?? {}).map(([k, v]) => [k, [...v].sort((a, b) => a - b)]));
+  const tickets = new Map(Object.entries(context.tickets ?? {}).map(([k, v]) => [k, [...v].sort(byStart)]));
   return callContext.run({ context, tickets }, work);
 }
 
@@ -117,8 +125,10 @@ export function declareEc2Calls(needs: Readonly<Record<string, number>>): void {
   state.declared = wanted.length > 0 ? Object.fromEntries(wanted) : undefined;
 }
 
+const byStart = (a: HeldTicket, b: HeldTicket): number => a[0] - b[0];
+
 /** The tickets the current work holds and has not used, to carry into its re-enqueued event. */
-export function heldEc2Tickets(): Record<string, number[]> | undefined {
+export function heldEc2Tickets(): Record<string, HeldTicket[]> | undefined {
   const state = callContext.getStore();
   const held = [...(state?.tickets ?? [])].filter(([, starts]) => starts.length > 0);
   return held.length > 0 ? Object.fromEntries(held.map(([k, v]) => [k, [...v]])) : undefined;
@@ -134,6 +144,8 @@ export class RateBudgetDeferral extends Ec2ApiError {
   constructor(
     action: string,
     readonly retryAfterMs: number,
+    /** AWS ms past `retryAfterMs` the work may come back and still spend the ticket it holds (0: none held). */
+    readonly lateOkMs = 0,
   ) {
     super(
       action,
@@ -182,7 +194,13 @@ interface Taker {
   /** A reservation for later (served in its own round trips: a far bound must not share a near one's fate). */
   readonly reserve: boolean;
   readonly seq: number;
-  resolve(startMs: number | 'short' | 'failed'): void;
+  resolve(grant: Grant | 'short' | 'failed'): void;
+}
+
+/** A token taken: its start, and the stored time right after it (the queue's end at that moment). */
+interface Grant {
+  readonly startMs: number;
+  readonly tatMs: number;
 }
 
 /**
@@ -226,13 +244,15 @@ export class RateBudget {
     const nowMs = clock.nowMs();
     const latestStartMs = context?.deadlineMs ?? nowMs + this.boundMs(this.options.maxWaitMs ?? 10_000);
     const held = state?.tickets.get(key);
-    const ticket = held?.[0];
+    const ticket = held?.[0]?.[0];
     if (held && ticket !== undefined) {
       // A held turn is worth a short sleep even past the invocation's bound: deferring it would come back late.
       if (ticket > Math.max(latestStartMs, nowMs + this.boundMs(this.options.ticketWaitMs ?? 4_000))) {
         // Not its turn yet: the ticket stays held and the re-enqueued event carries it.
         this.stats.deferred += 1;
-        throw new RateBudgetDeferral(action, this.awsMs(ticket - nowMs));
+        const rate = this.options.rateOf(key);
+        const lateOkMs = this.ticketUsableUntilMs(held[0]!, rate) - ticket;
+        throw new RateBudgetDeferral(action, this.awsMs(ticket - nowMs), this.awsMs(lateOkMs));
       }
       held.shift();
       this.stats.ticketsUsed += 1;
@@ -240,19 +260,19 @@ export class RateBudget {
       await this.sleepUntil(ticket);
       return ticket;
     }
-    const start = await this.queueTaker(key, { arrivalMs: context?.arrivalMs ?? nowMs, latestStartMs, reserve: false });
-    if (start === 'failed') {
+    const grant = await this.queueTaker(key, { arrivalMs: context?.arrivalMs ?? nowMs, latestStartMs, reserve: false });
+    if (grant === 'failed') {
       this.stats.failedOpen += 1;
       return clock.nowMs();
     }
-    if (start === 'short') {
+    if (grant === 'short') {
       this.stats.deferred += 1;
       const rate = this.options.rateOf(key);
       throw new RateBudgetDeferral(action, this.awsMs(Math.max(intervalMs(rate), this.shortWaitMs(key))));
     }
     this.stats.granted += 1;
-    await this.sleepUntil(start);
-    return start;
+    await this.sleepUntil(grant.startMs);
+    return grant.startMs;
   }
 
   /** One of the budget's bounds (an AWS duration) on its clock. */
@@ -273,23 +293,33 @@ export class RateBudget {
   }
 
   /**
-   * A ticket used well after its time overdraws EC2's bucket (it refilled to full meanwhile and the surplus was
-   * lost), so one more than the grace late is dropped: the call asks like any other, and the launch reserves
-   * again on its next pickup, not at once (that let late launches push the buckets' time ever further ahead).
+   * A ticket used after its window overdraws EC2's bucket (it refilled to full meanwhile and the surplus was
+   * lost), so it is dropped: the call asks like any other, and the launch reserves again on its next pickup,
+   * not at once (that let late launches push the buckets' time ever further ahead).
    */
   private dropLateTickets(state: CallState, key: string): void {
     const held = state.tickets.get(key);
     if (!held?.length) return;
     const rate = this.options.rateOf(key);
-    const graceMs = (this.options.ticketGraceTokens ?? rate.heldBackTokens ?? 10) * intervalMs(rate);
-    const oldestUsableMs = this.options.clock.nowMs() - graceMs;
-    const late = held.filter((t) => t < oldestUsableMs).length;
-    if (late === 0) return;
-    held.splice(0, late);
-    this.stats.ticketsExpired += late;
+    const nowMs = this.options.clock.nowMs();
+    const kept = held.filter((t) => nowMs <= this.ticketUsableUntilMs(t, rate));
+    if (kept.length === held.length) return;
+    this.stats.ticketsExpired += held.length - kept.length;
+    state.tickets.set(key, kept);
   }
 
-  private queueTaker(key: string, taker: Omit<Taker, 'seq' | 'resolve'>): Promise<number | 'short' | 'failed'> {
+  /**
+   * The latest a ticket may be sent: while the queue behind it kept EC2's bucket from filling (HeldTicket), at
+   * most a full bucket's refill after its start whatever it carries, and never less than the grace.
+   */
+  private ticketUsableUntilMs([startMs, usableUntilMs]: HeldTicket, rate: BucketRate): number {
+    const step = intervalMs(rate);
+    const graceMs = (this.options.ticketGraceTokens ?? rate.heldBackTokens ?? 10) * step;
+    const queuedMs = Math.min(usableUntilMs, startMs + (rate.bucket - 1) * step);
+    return Math.max(startMs + graceMs, queuedMs);
+  }
+
+  private queueTaker(key: string, taker: Omit<Taker, 'seq' | 'resolve'>): Promise<Grant | 'short' | 'failed'> {
     return new Promise((resolve) => this.enqueue(key, { ...taker, seq: this.seq++, resolve }));
   }
 
@@ -306,15 +336,15 @@ export class RateBudget {
       const arrivalMs = state.context.arrivalMs;
       await Promise.all(
         Object.entries(declared).map(async ([key, count]) => {
-          const starts = await Promise.all(
+          const step = intervalMs(this.options.rateOf(key));
+          const grants = await Promise.all(
             Array.from({ length: count }, () => this.queueTaker(key, { arrivalMs, latestStartMs, reserve: true })),
           );
-          const held = starts.filter((s): s is number => typeof s === 'number');
+          const held = grants
+            .filter((g): g is Grant => typeof g === 'object')
+            .map((g): HeldTicket => [g.startMs, g.tatMs - step]);
           this.stats.reserved += held.length;
-          state.tickets.set(
-            key,
-            [...(state.tickets.get(key) ?? []), ...held].sort((a, b) => a - b),
-          );
+          state.tickets.set(key, [...(state.tickets.get(key) ?? []), ...held].sort(byStart));
         }),
       );
     })();
@@ -384,7 +414,12 @@ export class RateBudget {
         return;
       }
       if (result.kind === 'granted') {
-        for (const [i, t] of pending.entries()) t.resolve(tokenStartMs(rate, result.baseMs, i + 1, nowMs));
+        const step = intervalMs(rate);
+        for (const [i, t] of pending.entries())
+          t.resolve({
+            startMs: tokenStartMs(rate, result.baseMs, i + 1, nowMs),
+            tatMs: result.baseMs + (i + 1) * step,
+          });
         return;
       }
       const fit = tokensThatFit(rate, result.tatMs, nowMs, latest);

@@ -1,7 +1,7 @@
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import type { Ec2Instance } from '../ec2/port.js';
 import { withPrefetchedInstance } from '../ec2/prefetched-ec2.js';
-import { withEc2CallContext } from '../ec2/rate-budget.js';
+import { type HeldTicket, withEc2CallContext } from '../ec2/rate-budget.js';
 import { errorMessage } from '../errors.js';
 import { processSqsBatch } from '../queue/batch.js';
 import type { LifecycleDeps } from './deps.js';
@@ -26,7 +26,7 @@ interface Parsed {
   readonly record: SQSRecord;
   readonly arrivalMs: number;
   readonly launchOf?: string;
-  readonly tickets?: Readonly<Record<string, readonly number[]>>;
+  readonly tickets?: Readonly<Record<string, readonly HeldTicket[]>>;
 }
 
 /**

@@ -16,5 +16,6 @@ export function budgetWait(...errors: readonly unknown[]): WaitOutcome | undefin
     cause: 'account',
     // AWS seconds already (the budget's rate scale), as SQS counts the delay: a local cloud stretches it once.
     afterS: deferral.retryAfterMs / 1000,
+    ...(deferral.lateOkMs > 0 ? { lateOkS: deferral.lateOkMs / 1000 } : {}),
   };
 }

@@ -64,6 +64,8 @@ export type StepOutcome =
       readonly cause?: 'account';
       /** Seconds to wait instead of the delay's own (the EC2 rate budget knows when its next token is). */
       readonly afterS?: number;
+      /** Seconds past `afterS` the work may still come back and spend the EC2 ticket it holds. */
+      readonly lateOkS?: number;
     };
 
 /** A `wait` outcome: come back later; what was done is recorded. */

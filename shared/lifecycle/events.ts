@@ -1,6 +1,7 @@
 import type { LifecycleActionRef } from '../autoscaling/port.js';
 import { isInstanceId } from '../domain/arn.js';
 import { partitionOfRegion } from '../domain/partition.js';
+import type { HeldTicket } from '../ec2/rate-budget.js';
 import { ValidationError } from '../errors.js';
 import { HOOKLESS_LAUNCH_STATES } from './hookless.js';
 
@@ -22,24 +23,37 @@ export interface RetryMarker {
   readonly waitedS?: number;
   /** Why it was re-enqueued last, for logs. */
   readonly reason?: string;
-  /** EC2 rate-budget tokens reserved and not used yet: start times (ms) by action (rate-budget.ts). */
-  readonly tickets?: Readonly<Record<string, readonly number[]>>;
+  /** EC2 rate-budget tokens reserved and not used yet, by action (rate-budget.ts HeldTicket). */
+  readonly tickets?: Readonly<Record<string, readonly HeldTicket[]>>;
 }
 
 /** Most tickets one action may carry: a launch makes a few calls per ENI; anything more is not ours. */
 const MAX_TICKETS_PER_ACTION = 64;
 
+/**
+ * One carried ticket: `[startMs, usableUntilMs]`, or a bare start time as markers carried them before the window
+ * (usable for the budget's grace only). Anything else is not a ticket.
+ */
+function ticketOf(raw: unknown): HeldTicket | undefined {
+  if (typeof raw === 'number') return Number.isFinite(raw) ? [raw, raw] : undefined;
+  if (!Array.isArray(raw) || raw.length !== 2) return undefined;
+  const [startMs, usableUntilMs] = raw as unknown[];
+  if (typeof startMs !== 'number' || typeof usableUntilMs !== 'number') return undefined;
+  if (!Number.isFinite(startMs) || !Number.isFinite(usableUntilMs) || usableUntilMs < startMs) return undefined;
+  return [startMs, usableUntilMs];
+}
+
 /** The marker's tickets if well-formed; a malformed set is dropped (the launch then reserves again). */
 function ticketsOf(raw: unknown): RetryMarker['tickets'] {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return undefined;
-  const entries = Object.entries(raw as Record<string, unknown>);
-  const valid = entries.every(
-    ([, v]) =>
-      Array.isArray(v) &&
-      v.length <= MAX_TICKETS_PER_ACTION &&
-      v.every((t) => typeof t === 'number' && Number.isFinite(t)),
-  );
-  return valid && entries.length > 0 ? (Object.fromEntries(entries) as Record<string, number[]>) : undefined;
+  const out: Record<string, HeldTicket[]> = {};
+  for (const [key, v] of Object.entries(raw as Record<string, unknown>)) {
+    if (!Array.isArray(v) || v.length > MAX_TICKETS_PER_ACTION) return undefined;
+    const tickets = v.map(ticketOf);
+    if (!tickets.every((t): t is HeldTicket => t !== undefined)) return undefined;
+    out[key] = tickets;
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
 }
 
 interface EventBase {

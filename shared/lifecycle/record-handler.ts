@@ -91,13 +91,19 @@ async function settle(deps: LifecycleDeps, event: ActionableEvent, outcome: Step
   log.info('re-enqueued', { reason: outcome.reason, delayS });
 }
 
+/** The lateness a ticket must tolerate for its launch to come back on time: SQS's rounding up and a busy pool. */
+const ON_TIME_LATE_OK_S = 4;
+
 function delayFor(deps: LifecycleDeps, outcome: Extract<StepOutcome, { kind: 'wait' }>, attempt: number): number {
   const policy = deps.retry ?? DEFAULT_RETRY_POLICY;
-  // Back two seconds early (SQS delays are whole seconds, and a ticket used late is lost); capped well under
-  // the hook's heartbeat timeout, so a launch far down the line still heartbeats.
+  // Back at the ticket's turn when it may still be spent a few seconds late (SQS delays are whole seconds, and
+  // a busy pool picks up late): back early, a launch holds a function asleep until its turn. Otherwise two
+  // seconds early, as a ticket used past its window is lost. Capped well under the hook's heartbeat timeout,
+  // so a launch far down the line still heartbeats.
   if (outcome.afterS !== undefined) {
     const capS = Math.max(policy.backoffMaxS, Math.floor(deps.config.heartbeatTimeoutS / 3));
-    return Math.max(1, Math.min(capS, Math.ceil(outcome.afterS) - 2));
+    const earlyS = (outcome.lateOkS ?? 0) >= ON_TIME_LATE_OK_S ? 0 : 2;
+    return Math.max(1, Math.min(capS, Math.ceil(outcome.afterS) - earlyS));
   }
   if (outcome.delay === 'attaching') return policy.attachingDelayS;
   const random = deps.random ?? Math.random;

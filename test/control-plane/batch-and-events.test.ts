@@ -92,11 +92,35 @@ describe('Function: parseLifecycleEvent', () => {
   it('carries EC2 tickets through a re-enqueue and drops a malformed set rather than trusting it', () => {
     const e = parseLifecycleEvent(launchEventBody('i-0123456789abcdef0'));
     if (e.kind !== 'launch') throw new Error('expected a launch');
-    const tickets = { AttachNetworkInterface: [1000, 2000], ModifyNetworkInterfaceAttribute: [500] };
+    const tickets = {
+      AttachNetworkInterface: [
+        [1000, 1900],
+        [2000, 2900],
+      ] as [number, number][],
+      ModifyNetworkInterfaceAttribute: [[500, 500]] as [number, number][],
+    };
     expect(parseLifecycleEvent(requeueBody(e, { attempt: 1, heartbeatAtMs: 1, tickets }))).toMatchObject({
       retry: { tickets },
     });
+    // A marker from before the window carried bare start times: each is a ticket with the grace only.
+    const legacy = JSON.stringify({
+      ...JSON.parse(launchEventBody('i-0123456789abcdef0')),
+      vpcLease: { attempt: 1, tickets: { AttachNetworkInterface: [1000, 2000] } },
+    });
+    expect(parseLifecycleEvent(legacy)).toMatchObject({
+      retry: {
+        tickets: {
+          AttachNetworkInterface: [
+            [1000, 1000],
+            [2000, 2000],
+          ],
+        },
+      },
+    });
     const malformed = [
+      { AttachNetworkInterface: [[2000, 1000]] },
+      { AttachNetworkInterface: [[1000, 2000, 3000]] },
+      { AttachNetworkInterface: [[1000, 'later']] },
       { AttachNetworkInterface: ['soon'] },
       { AttachNetworkInterface: 5 },
       { AttachNetworkInterface: Array.from({ length: 65 }, (_, i) => i) },

@@ -83,50 +83,76 @@ describe('A launch holding EC2 tickets', () => {
   });
   afterAll(() => h.close());
 
-  it('reserves its remaining calls at once, carries the unused tickets across re-enqueues and spends them at their turn', async () => {
-    const clock = new ManualClock(Date.now());
-    const inner = new MemoryRateBudgetStore();
-    const asked: string[] = [];
-    // Every store round trip by bucket key: a call served by a ticket makes none.
-    const store: RateBudgetStore = {
-      take: (key, count, rate, nowMs, latestMs) => {
-        asked.push(key);
-        return inner.take(key, count, rate, nowMs, latestMs);
-      },
-    };
-    // Attach: one token per 10 s and none in stock; every other bucket is roomy.
-    const slow = { bucket: 2, refillPerSecond: 0.1 };
-    await inner.take('AttachNetworkInterface', 2, slow, clock.nowMs(), clock.nowMs());
-    const t0 = clock.nowMs();
-    const budget = new RateBudget({
-      store,
-      clock,
-      rateOf: (key) => (key === 'AttachNetworkInterface' ? slow : { bucket: 100, refillPerSecond: 100 }),
-      sleep: async () => {},
-    });
-    const deps = h.deps(undefined, { ec2: new BudgetedEc2(h.ec2, budget), clock });
-    const handle = createLifecycleBatchHandler(deps, { budgetWaitMs: 500 });
-    const id = h.launchInstance('m5.large');
-    let body = launchEventBody(id);
-    const markers: { tickets?: Record<string, number[]>; delayS: number }[] = [];
-    for (let round = 0; round < 8 && h.autoScaling.resultFor(id).length === 0; round += 1) {
-      const before = h.requeue.queued.length;
-      await handle({ Records: [sqsRecord(`r${round}`, body)] });
-      const next = h.requeue.queued[before];
-      if (!next) break;
-      markers.push({ ...JSON.parse(next.body).vpcLease, delayS: next.delayS });
-      body = next.body;
-      clock.advance(next.delayS * 1000 + 1000);
-    }
-    expect(h.autoScaling.resultFor(id)).toEqual(['CONTINUE']);
-    // The first deferral carried both attach turns (10 s and 20 s ahead) and came back two seconds early.
-    expect(markers[0]).toMatchObject({ delayS: 8 });
-    expect(markers[0]!.tickets?.['AttachNetworkInterface']).toEqual([t0 + 10_000, t0 + 20_000]);
-    // Creates and attaches: reserved once (two ENIs), each spent from a ticket, none given up as late.
-    expect(budget.stats).toMatchObject({ reserved: 4, ticketsUsed: 4, ticketsExpired: 0 });
-    expect(asked.filter((k) => k === 'AttachNetworkInterface')).toHaveLength(1);
-    expect(asked.filter((k) => k === 'CreateNetworkInterface')).toHaveLength(1);
-  });
+  it.each([
+    {
+      // One token per 10 s: a queued ticket may go up to 10 s late, so the launch comes back at its turn.
+      attach: { bucket: 2, refillPerSecond: 0.1, heldBackTokens: 1 },
+      takenBefore: 2,
+      tickets: [
+        [10_000, 20_000],
+        [20_000, 30_000],
+      ],
+      delayS: 10,
+    },
+    {
+      // One token per 2 s: 2 s of lateness is less than SQS's rounding and a busy pool, so it comes back early.
+      attach: { bucket: 2, refillPerSecond: 0.5, heldBackTokens: 1 },
+      takenBefore: 10,
+      tickets: [
+        [18_000, 20_000],
+        [20_000, 22_000],
+      ],
+      delayS: 16,
+    },
+  ])(
+    'reserves its remaining calls at once, carries the unused tickets across re-enqueues and spends them within their window (attach $attach.refillPerSecond/s)',
+    async ({ attach, takenBefore, tickets, delayS }) => {
+      const clock = new ManualClock(Date.now());
+      const inner = new MemoryRateBudgetStore();
+      const asked: string[] = [];
+      // Every store round trip by bucket key: a call served by a ticket makes none.
+      const store: RateBudgetStore = {
+        take: (key, count, rate, nowMs, latestMs) => {
+          asked.push(key);
+          return inner.take(key, count, rate, nowMs, latestMs);
+        },
+      };
+      // Attach: none in stock, others' turns queued ahead; every other bucket is roomy.
+      await inner.take('AttachNetworkInterface', takenBefore, attach, clock.nowMs(), Number.MAX_SAFE_INTEGER);
+      const t0 = clock.nowMs();
+      const budget = new RateBudget({
+        store,
+        clock,
+        rateOf: (key) => (key === 'AttachNetworkInterface' ? attach : { bucket: 100, refillPerSecond: 100 }),
+        sleep: async (ms) => clock.advance(ms),
+      });
+      const deps = h.deps(undefined, { ec2: new BudgetedEc2(h.ec2, budget), clock });
+      const handle = createLifecycleBatchHandler(deps, { budgetWaitMs: 500 });
+      const id = h.launchInstance('m5.large');
+      let body = launchEventBody(id);
+      const markers: { tickets?: Record<string, [number, number][]>; delayS: number }[] = [];
+      for (let round = 0; round < 8 && h.autoScaling.resultFor(id).length === 0; round += 1) {
+        const before = h.requeue.queued.length;
+        await handle({ Records: [sqsRecord(`r${round}`, body)] });
+        const next = h.requeue.queued[before];
+        if (!next) break;
+        markers.push({ ...JSON.parse(next.body).vpcLease, delayS: next.delayS });
+        body = next.body;
+        // SQS and a busy pool bring it back a second after its delay.
+        clock.advance(next.delayS * 1000 + 1000);
+      }
+      expect(h.autoScaling.resultFor(id)).toEqual(['CONTINUE']);
+      // The first deferral carried both attach turns, each usable until the next one's turn.
+      expect(markers[0]).toMatchObject({ delayS });
+      expect(markers[0]!.tickets?.['AttachNetworkInterface']).toEqual(
+        tickets.map(([start, until]) => [t0 + start!, t0 + until!]),
+      );
+      // Creates and attaches: reserved once (two ENIs), each spent from a ticket, none given up as late.
+      expect(budget.stats).toMatchObject({ reserved: 4, ticketsUsed: 4, ticketsExpired: 0 });
+      expect(asked.filter((k) => k === 'AttachNetworkInterface')).toHaveLength(1);
+      expect(asked.filter((k) => k === 'CreateNetworkInterface')).toHaveLength(1);
+    },
+  );
 });
 
 describe('A launch with an inline attach wait (deps.attachWaitMs)', () => {

@@ -10,6 +10,7 @@ import { Ec2ApiError } from '../../shared/ec2/errors.js';
 import {
   type BucketRate,
   declareEc2Calls,
+  type HeldTicket,
   heldEc2Tickets,
   MemoryRateBudgetStore,
   RateBudget,
@@ -23,6 +24,12 @@ import { type DynaliteHandle, startDynalite } from '../support/dynalite.js';
 import { ACCOUNT, CREDENTIALS, REGION } from './support/harness.js';
 
 const T0 = Date.UTC(2026, 0, 1);
+/** Tickets as a marker carries them; a bare start time is one nothing was queued behind (the grace only). */
+function heldTickets(tickets: Record<string, readonly (number | HeldTicket)[]>): Record<string, HeldTicket[]> {
+  const held = (t: number | HeldTicket): HeldTicket => (typeof t === 'number' ? [t, t] : t);
+  return Object.fromEntries(Object.entries(tickets).map(([key, list]) => [key, list.map(held)]));
+}
+
 /** 10 tokens, one every 200 ms. */
 const RATE: BucketRate = { bucket: 10, refillPerSecond: 5 };
 
@@ -212,9 +219,13 @@ describe('RateBudget tickets: declared calls reserved at once, carried across a 
     clock: ManualClock,
     arrivalMs: number,
     work: () => Promise<T>,
-    tickets?: Record<string, number[]>,
+    tickets?: Record<string, readonly (number | HeldTicket)[]>,
     boundMs = 500,
-  ) => withEc2CallContext({ arrivalMs, deadlineMs: clock.nowMs() + boundMs, ...(tickets ? { tickets } : {}) }, work);
+  ) =>
+    withEc2CallContext(
+      { arrivalMs, deadlineMs: clock.nowMs() + boundMs, ...(tickets ? { tickets: heldTickets(tickets) } : {}) },
+      work,
+    );
 
   /**
    * Launch A (arrived first) needs two Create calls, makes one, is deferred at the second and is away until
@@ -229,7 +240,7 @@ describe('RateBudget tickets: declared calls reserved at once, carried across a 
         if (e instanceof RateBudgetDeferral) return e;
         throw e;
       });
-    let carried: Record<string, number[]> | undefined;
+    let carried: Record<string, HeldTicket[]> | undefined;
     const a = await invocation(clock, T0 - 10, async () => {
       if (declare) declareEc2Calls({ Create: 2 });
       const first = await create();
@@ -250,7 +261,8 @@ describe('RateBudget tickets: declared calls reserved at once, carried across a 
     expect(a[0]).toBe(T0);
     expect(a[1]).toMatchObject({ retryAfterMs: 1000 });
     // The token A did not use yet travels with its event.
-    expect(carried).toEqual({ Create: [T0 + 1000] });
+    // Nothing was queued behind it when it was taken: usable for the grace only.
+    expect(carried).toEqual({ Create: [[T0 + 1000, T0 + 1000]] });
     // B arrived later: its first token is after A's two, past its 1.5 s bound.
     expect(b).toMatchObject({ retryAfterMs: 2000 });
     // A's return uses its ticket at its turn, with no store round trip.
@@ -349,7 +361,7 @@ describe('RateBudget tickets: declared calls reserved at once, carried across a 
       await budget.acquire('Create', 'CreateNetworkInterface');
       // Declaring again what it already holds reserves nothing more.
       declareEc2Calls({ Attach: 1 });
-      expect(heldEc2Tickets()).toEqual({ Attach: [T0] });
+      expect(heldEc2Tickets()).toEqual({ Attach: [[T0, T0]] });
       await budget.acquire('Attach', 'AttachNetworkInterface');
     });
     expect(budget.stats).toMatchObject({ reserved: 2, ticketsUsed: 2 });
