@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { linkSync, mkdirSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { mkdir, open, rename } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -30,6 +31,23 @@ export interface AttachmentRecord {
   readonly ipv6?: { readonly ip: string; readonly subnetCidr: string; readonly gateway: string };
 }
 
+/** Linux's limit on one path component (ext4, xfs, tmpfs, overlayfs). */
+const NAME_MAX_BYTES = 255;
+/** Marks a digest stem: '=' cannot occur in a container id, so no plain name can collide with one. */
+const DIGEST_PREFIX = 'sha256=';
+const SUFFIX = '.json';
+
+/**
+ * The file stem for a container id: the id itself while `<id>~<ifName>.json` fits in a file name (the names
+ * every earlier version wrote, so an upgrade finds them), else a digest of it. The spec bounds no id's length;
+ * the record inside always carries the real id.
+ */
+function attachmentStem(containerId: string, ifName: string): string {
+  const plain = `${containerId}~${ifName}${SUFFIX}`;
+  if (Buffer.byteLength(plain) <= NAME_MAX_BYTES) return containerId;
+  return `${DIGEST_PREFIX}${createHash('sha256').update(containerId).digest('hex')}`;
+}
+
 export class Journal {
   private readonly dir: string;
 
@@ -39,11 +57,13 @@ export class Journal {
 
   private path(containerId: string, ifName: string): string {
     // Both parts are validated by the skel (no '/'); '~' cannot occur in a container id, so names never collide.
-    return join(this.dir, `${containerId}~${ifName}.json`);
+    return join(this.dir, `${attachmentStem(containerId, ifName)}~${ifName}${SUFFIX}`);
   }
 
   private tempPath(record: AttachmentRecord): string {
-    return join(this.dir, `.${record.containerId}~${record.ifName}.${process.pid}.${Date.now()}.tmp`);
+    // Short whatever the id: only its final name must be found again.
+    const key = createHash('sha256').update(`${record.containerId}~${record.ifName}`).digest('hex').slice(0, 16);
+    return join(this.dir, `.${key}.${process.pid}.${Date.now()}.tmp`);
   }
 
   /** Publishes an intent; returns false (and writes nothing) when a record already exists. */
@@ -86,8 +106,12 @@ export class Journal {
   }
 
   read(containerId: string, ifName: string): AttachmentRecord | undefined {
+    return this.readFile(this.path(containerId, ifName), containerId, ifName);
+  }
+
+  private readFile(path: string, containerId: string, ifName: string): AttachmentRecord | undefined {
     try {
-      return JSON.parse(readFileSync(this.path(containerId, ifName), 'utf8')) as AttachmentRecord;
+      return JSON.parse(readFileSync(path, 'utf8')) as AttachmentRecord;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       // A record we cannot parse is treated as an intent: the store is asked instead.
@@ -114,11 +138,20 @@ export class Journal {
     }
     const out: AttachmentRecord[] = [];
     for (const name of names) {
-      if (!name.endsWith('.json') || name.startsWith('.')) continue;
-      const [containerId, ifName] = name.slice(0, -'.json'.length).split('~');
-      if (!containerId || !ifName) continue;
-      const record = this.read(containerId, ifName);
-      if (record) out.push({ ...record, containerId, ifName });
+      if (!name.endsWith(SUFFIX) || name.startsWith('.')) continue;
+      // An id has no '~', an interface name may: split at the first.
+      const stem = name.slice(0, -SUFFIX.length);
+      const tilde = stem.indexOf('~');
+      if (tilde <= 0 || tilde === stem.length - 1) continue;
+      const ifName = stem.slice(tilde + 1);
+      const fileStem = stem.slice(0, tilde);
+      // A digest name's id is the record's when it maps back to this file; else (unreadable) the stem, which no
+      // live id equals and which `remove` maps back to this file.
+      const record = this.readFile(join(this.dir, name), fileStem, ifName);
+      if (!record) continue;
+      const recorded = typeof record.containerId === 'string' ? record.containerId : '';
+      const containerId = attachmentStem(recorded, ifName) === fileStem ? recorded : fileStem;
+      out.push({ ...record, containerId, ifName });
     }
     return out;
   }
