@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
 import { linkSync, mkdirSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { mkdir, open, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { LeasePlacement } from '../../shared/domain/lease.js';
+import { attachmentFileName, attachmentStem, attachmentTempName } from './names.js';
 
 /**
  * The node's own record of its attachments, like host-local's files: one file per (containerId, ifName).
@@ -31,22 +31,7 @@ export interface AttachmentRecord {
   readonly ipv6?: { readonly ip: string; readonly subnetCidr: string; readonly gateway: string };
 }
 
-/** Linux's limit on one path component (ext4, xfs, tmpfs, overlayfs). */
-const NAME_MAX_BYTES = 255;
-/** Marks a digest stem: '=' cannot occur in a container id, so no plain name can collide with one. */
-const DIGEST_PREFIX = 'sha256=';
 const SUFFIX = '.json';
-
-/**
- * The file stem for a container id: the id itself while `<id>~<ifName>.json` fits in a file name (the names
- * every earlier version wrote, so an upgrade finds them), else a digest of it. The spec bounds no id's length;
- * the record inside always carries the real id.
- */
-function attachmentStem(containerId: string, ifName: string): string {
-  const plain = `${containerId}~${ifName}${SUFFIX}`;
-  if (Buffer.byteLength(plain) <= NAME_MAX_BYTES) return containerId;
-  return `${DIGEST_PREFIX}${createHash('sha256').update(containerId).digest('hex')}`;
-}
 
 export class Journal {
   private readonly dir: string;
@@ -57,13 +42,11 @@ export class Journal {
 
   private path(containerId: string, ifName: string): string {
     // Both parts are validated by the skel (no '/'); '~' cannot occur in a container id, so names never collide.
-    return join(this.dir, `${attachmentStem(containerId, ifName)}~${ifName}${SUFFIX}`);
+    return join(this.dir, attachmentFileName(containerId, ifName, SUFFIX));
   }
 
   private tempPath(record: AttachmentRecord): string {
-    // Short whatever the id: only its final name must be found again.
-    const key = createHash('sha256').update(`${record.containerId}~${record.ifName}`).digest('hex').slice(0, 16);
-    return join(this.dir, `.${key}.${process.pid}.${Date.now()}.tmp`);
+    return join(this.dir, attachmentTempName(record.containerId, record.ifName));
   }
 
   /** Publishes an intent; returns false (and writes nothing) when a record already exists. */
@@ -150,7 +133,7 @@ export class Journal {
       const record = this.readFile(join(this.dir, name), fileStem, ifName);
       if (!record) continue;
       const recorded = typeof record.containerId === 'string' ? record.containerId : '';
-      const containerId = attachmentStem(recorded, ifName) === fileStem ? recorded : fileStem;
+      const containerId = attachmentStem(recorded, ifName, SUFFIX) === fileStem ? recorded : fileStem;
       out.push({ ...record, containerId, ifName });
     }
     return out;
