@@ -53,6 +53,11 @@ export const METRIC_NAMES = {
   reconcilerEniDeleteFailures: 'ReconcilerEniDeleteFailures',
   reconcilerPartitionsRemoved: 'ReconcilerPartitionsRemoved',
   reconcilerStrayLeasePartitions: 'ReconcilerStrayLeasePartitions',
+  /**
+   * `{ClusterName}`: partitions the census left unread for holding more than the control plane ever writes
+   * (shared/lease-store/partition-bound.ts). Normally zero: a node is flooding its own partition.
+   */
+  reconcilerOversizedPartitions: 'ReconcilerOversizedPartitions',
   driftLeaseWithoutAddress: 'DriftLeaseWithoutAddress',
   driftAddressWithoutLease: 'DriftAddressWithoutLease',
   driftEniWithoutNode: 'DriftEniWithoutNode',

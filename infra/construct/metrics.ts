@@ -17,6 +17,8 @@ export const METRIC_NAMES = {
   nodesLowOnLeases: SHARED_METRIC_NAMES.nodesLowOnClaimableLeases,
   /** `{Service: pool-manager, ClusterName, Reason}`, one per lease or item a node wrote that was not acted on. */
   untrustedLeasesRejected: SHARED_METRIC_NAMES.untrustedLeaseRejected,
+  /** `{Service: reconciler, ClusterName}`, partitions the daily census left unread for their size (every run, 0 too). */
+  oversizedPartitions: SHARED_METRIC_NAMES.reconcilerOversizedPartitions,
   /** `{Service: instance-lifecycle | pool-manager, ClusterName, Reason, SubnetId}`, one per create refused for room. */
   subnetFull: SHARED_METRIC_NAMES.subnetFull,
   /** `{Service, ClusterName, Action, Kind}`, failed EC2 calls by error kind (`throttling`, …). */

@@ -28,6 +28,7 @@ export class Monitoring extends Construct {
   readonly deadLetterAlarm: cloudwatch.Alarm;
   readonly abandonedLaunchAlarm: cloudwatch.Alarm;
   readonly untrustedLeaseAlarm: cloudwatch.Alarm;
+  readonly oversizedPartitionAlarm: cloudwatch.Alarm;
   readonly lowLeasesAlarm: cloudwatch.Alarm;
   readonly ec2ThrottlingAlarm: cloudwatch.Alarm;
   readonly subnetFullAlarm: cloudwatch.Alarm;
@@ -49,13 +50,17 @@ export class Monitoring extends Construct {
       label: 'Untrusted leases rejected',
       period,
     });
-    const lowNodes = new cloudwatch.Metric({
-      namespace: METRIC_NAMESPACE,
-      metricName: METRIC_NAMES.nodesLowOnLeases,
-      dimensionsMap: { [SERVICE_DIMENSION]: 'pool-manager', [CLUSTER_DIMENSION]: props.clusterName },
-      statistic: cloudwatch.Stats.MAXIMUM,
-      period,
-    });
+    // A count a Lambda emits on every run under exactly {Service, ClusterName}: its largest in the period.
+    const perRunCount = (metricName: string, service: string): cloudwatch.Metric =>
+      new cloudwatch.Metric({
+        namespace: METRIC_NAMESPACE,
+        metricName,
+        dimensionsMap: { [SERVICE_DIMENSION]: service, [CLUSTER_DIMENSION]: props.clusterName },
+        statistic: cloudwatch.Stats.MAXIMUM,
+        period,
+      });
+    const oversized = perRunCount(METRIC_NAMES.oversizedPartitions, 'reconciler');
+    const lowNodes = perRunCount(METRIC_NAMES.nodesLowOnLeases, 'pool-manager');
     const throttled = new cloudwatch.MathExpression({
       expression: clusterSumQuery(METRIC_NAMES.ec2Errors, props.clusterName, { [KIND_DIMENSION]: THROTTLING_KIND }),
       label: 'EC2 calls throttled',
@@ -160,6 +165,14 @@ export class Monitoring extends Construct {
       'a node wrote lease items the control plane refused to act on (reason and instance in the pool-manager logs)',
       1,
     );
+    // Only a node writing far more than the control plane ever does fills a partition past the read bound: that
+    // node's pool sweep fails every hour until its items are deleted.
+    this.oversizedPartitionAlarm = alarmOn(
+      oversized,
+      'OversizedPartitionsAlarm',
+      'the census left a node partition unread for its size: a node is flooding it (instance in the reconciler logs, "left unread")',
+      1,
+    );
 
     const fns = Object.entries(props.functions);
     this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
@@ -172,6 +185,7 @@ export class Monitoring extends Construct {
               this.deadLetterAlarm,
               this.abandonedLaunchAlarm,
               this.untrustedLeaseAlarm,
+              this.oversizedPartitionAlarm,
               this.lowLeasesAlarm,
               this.ec2ThrottlingAlarm,
               this.subnetFullAlarm,
@@ -192,9 +206,9 @@ export class Monitoring extends Construct {
             width: 8,
           }),
           new cloudwatch.GraphWidget({
-            title: 'Launches abandoned / untrusted leases / subnet refusals',
+            title: 'Launches abandoned / subnet refusals / untrusted leases, oversized partitions',
             left: [abandoned, subnetsExhausted, subnetFull],
-            right: [untrusted],
+            right: [untrusted, oversized],
             width: 8,
           }),
           new cloudwatch.GraphWidget({

@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import { dirname, join } from 'node:path';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import { formatIpv4, parseCidr } from '../../shared/ipv4.js';
+import { attachmentFileName, attachmentTempName } from '../journal/names.js';
 import { IptablesError, iptablesCommand, listed, run } from './connmark.js';
 import { IMDS_ADDRESS } from './port.js';
 import { assertIfName } from './rp-filter.js';
@@ -34,7 +35,7 @@ function attachmentKey(containerId: string, ifName: string): string {
 
 /** Beside the addresses' directory: one file per attachment naming the one address it may hold. */
 function indexFile(dir: string, containerId: string, ifName: string): string {
-  return join(`${dir}-index`, `${containerId}~${ifName}`);
+  return join(`${dir}-index`, attachmentFileName(containerId, ifName));
 }
 
 /** A file's text; undefined when it does not exist (released, or never written). */
@@ -89,7 +90,7 @@ export function claimEgressAddress(dir: string, containerId: string, ifName: str
   for (let i = 0; i < SLOTS; i++) {
     const ip = formatIpv4(range.network + 1 + ((start + i) % SLOTS));
     if (ip === recorded || existsSync(join(dir, ip))) continue;
-    const tmp = `${index}.${process.pid}.tmp`;
+    const tmp = join(dirname(index), attachmentTempName(containerId, ifName));
     writeFileSync(tmp, ip, { mode: 0o600 });
     renameSync(tmp, index);
     if (tryClaim(dir, ip, key)) return ip;

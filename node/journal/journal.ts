@@ -2,6 +2,7 @@ import { linkSync, mkdirSync, readdirSync, readFileSync, unlinkSync, writeFileSy
 import { mkdir, open, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { LeasePlacement } from '../../shared/domain/lease.js';
+import { attachmentFileName, attachmentStem, attachmentTempName } from './names.js';
 
 /**
  * The node's own record of its attachments, like host-local's files: one file per (containerId, ifName).
@@ -30,6 +31,8 @@ export interface AttachmentRecord {
   readonly ipv6?: { readonly ip: string; readonly subnetCidr: string; readonly gateway: string };
 }
 
+const SUFFIX = '.json';
+
 export class Journal {
   private readonly dir: string;
 
@@ -39,11 +42,11 @@ export class Journal {
 
   private path(containerId: string, ifName: string): string {
     // Both parts are validated by the skel (no '/'); '~' cannot occur in a container id, so names never collide.
-    return join(this.dir, `${containerId}~${ifName}.json`);
+    return join(this.dir, attachmentFileName(containerId, ifName, SUFFIX));
   }
 
   private tempPath(record: AttachmentRecord): string {
-    return join(this.dir, `.${record.containerId}~${record.ifName}.${process.pid}.${Date.now()}.tmp`);
+    return join(this.dir, attachmentTempName(record.containerId, record.ifName));
   }
 
   /** Publishes an intent; returns false (and writes nothing) when a record already exists. */
@@ -86,8 +89,12 @@ export class Journal {
   }
 
   read(containerId: string, ifName: string): AttachmentRecord | undefined {
+    return this.readFile(this.path(containerId, ifName), containerId, ifName);
+  }
+
+  private readFile(path: string, containerId: string, ifName: string): AttachmentRecord | undefined {
     try {
-      return JSON.parse(readFileSync(this.path(containerId, ifName), 'utf8')) as AttachmentRecord;
+      return JSON.parse(readFileSync(path, 'utf8')) as AttachmentRecord;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       // A record we cannot parse is treated as an intent: the store is asked instead.
@@ -114,11 +121,20 @@ export class Journal {
     }
     const out: AttachmentRecord[] = [];
     for (const name of names) {
-      if (!name.endsWith('.json') || name.startsWith('.')) continue;
-      const [containerId, ifName] = name.slice(0, -'.json'.length).split('~');
-      if (!containerId || !ifName) continue;
-      const record = this.read(containerId, ifName);
-      if (record) out.push({ ...record, containerId, ifName });
+      if (!name.endsWith(SUFFIX) || name.startsWith('.')) continue;
+      // An id has no '~', an interface name may: split at the first.
+      const stem = name.slice(0, -SUFFIX.length);
+      const tilde = stem.indexOf('~');
+      if (tilde <= 0 || tilde === stem.length - 1) continue;
+      const ifName = stem.slice(tilde + 1);
+      const fileStem = stem.slice(0, tilde);
+      // A digest name's id is the record's when it maps back to this file; else (unreadable) the stem, which no
+      // live id equals and which `remove` maps back to this file.
+      const record = this.readFile(join(this.dir, name), fileStem, ifName);
+      if (!record) continue;
+      const recorded = typeof record.containerId === 'string' ? record.containerId : '';
+      const containerId = attachmentStem(recorded, ifName, SUFFIX) === fileStem ? recorded : fileStem;
+      out.push({ ...record, containerId, ifName });
     }
     return out;
   }

@@ -243,6 +243,7 @@ export async function reconcilePaced(deps: PacedReconcileDeps, deadlineMs: numbe
   metric(METRIC_NAMES.reconcilerEniDeleteFailures, gc.deleteFailed.length);
   metric(METRIC_NAMES.reconcilerPartitionsRemoved, removed.length);
   metric(METRIC_NAMES.reconcilerStrayLeasePartitions, strays.strayLeases.length);
+  metric(METRIC_NAMES.reconcilerOversizedPartitions, strays.oversized.length);
   const report: PacedReconcileReport = {
     enisSeen: enis.length,
     ...gc,
@@ -267,6 +268,7 @@ export async function reconcilePaced(deps: PacedReconcileDeps, deadlineMs: numbe
     stoppedEarly: walk.stoppedEarly,
     drift: drift.length,
     strayLeases: strays.strayLeases.length,
+    oversizedPartitions: strays.oversized.length,
     poolDue: poolDue.length,
   });
   return report;

@@ -36,12 +36,20 @@ export interface StraySearchReport {
   /** Partitions judged this run: those the Scan found plus every marked one (the second look). */
   readonly judged: number;
   readonly strayLeases: readonly StrayPartition[];
-  /** Partitions past PARTITION_READ_MAX_BYTES this run: a node's flood, left unread and not looked at. */
+  /**
+   * Partitions past PARTITION_READ_MAX_BYTES this run: a node's flood, left unread and not looked at; judged
+   * for a stray only when their node item is missing or GONE.
+   */
   readonly oversized: readonly string[];
 }
 
 /** The census's view of one partition, whole: every item of it that the Scan read. */
 export type CensusLook = (partition: ScannedPartition) => void;
+
+/** A node item that is there and not GONE: its partition is no stray (decideStrayLeases's rule). */
+function isLivePhase(phase: string | undefined): boolean {
+  return phase !== undefined && phase !== 'GONE';
+}
 
 /** Two pages' sightings of one partition (a page ended inside it) as one. */
 function joined(a: ScannedPartition, b: ScannedPartition): ScannedPartition {
@@ -91,10 +99,11 @@ export async function searchStrays(
   let from = state.from;
   let skipping = state.skipping;
   const oversized: string[] = [];
+  // Oversized partitions with no live node item among what was read: one item read below tells a flood from a stray.
+  const unreadNode: string[] = [];
   const leaveUnread = (p: ScannedPartition): void => {
     oversized.push(p.instanceArn);
-    // Still judged for a stray: the second look's reads are one item each.
-    found.add(p.instanceArn);
+    if (!isLivePhase(p.nodePhase)) unreadNode.push(p.instanceArn);
     deps.logger.warn(new PartitionTooLargeError(p.instanceArn, p.bytes).message, { instanceArn: p.instanceArn });
   };
   // The page's last partition may go on in the next page: it is looked at once whole.
@@ -120,8 +129,7 @@ export async function searchStrays(
         leaveUnread(p);
         continue;
       }
-      if (p.leases.length + p.illFormedLeases > 0 && (p.nodePhase === undefined || p.nodePhase === 'GONE'))
-        found.add(p.instanceArn);
+      if (p.leases.length + p.illFormedLeases > 0 && !isLivePhase(p.nodePhase)) found.add(p.instanceArn);
       look(p);
     }
     from = page.next;
@@ -136,6 +144,12 @@ export async function searchStrays(
       break;
     }
     version += 1;
+  }
+  // A live node's flood is its own (reported as oversized); without a live node item it may be a stray, judged
+  // with both looks like any other.
+  for (const arn of unreadNode) {
+    const node = await deps.store.getNode(arn).catch(() => undefined);
+    if (!isLivePhase(node?.phase)) found.add(arn);
   }
   // The second look (and the first look's check): leases before the node item, both consistent.
   const marks = await partitions.strayMarks();

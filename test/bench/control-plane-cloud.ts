@@ -39,7 +39,7 @@ export interface ControlPlaneCloudOptions {
   readonly bigSubnets?: boolean;
   /** The account's shared EC2 rate budget in front of EC2 (default on, as deployed). */
   readonly ec2Budget?: boolean;
-  /** Real ms a record may sleep for budget tokens (the batch handler's budgetWaitMs; default its own 4 s). */
+  /** Real ms a record may sleep for budget tokens (the batch handler's budgetWaitMs; default budgetWaitMsAt). */
   readonly budgetWaitMs?: number;
   /** The account's raised EC2 buckets: the simulator enforces them and the budget is told them. */
   readonly ec2Buckets?: Ec2Buckets;
@@ -51,6 +51,16 @@ export interface ControlPlaneCloudOptions {
   readonly dynamoWithoutIam?: boolean;
   /** With `dynamoWithoutIam`: the Lambdas' DynamoDB is dynalite in a child process, on the other core. */
   readonly dynaliteProcess?: boolean;
+}
+
+/** The batch handler's own bound on a record's sleep for budget tokens: an AWS duration, like the budget's refill. */
+const BUDGET_WAIT_AWS_MS = 4_000;
+/** The least a record may wait on a faster clock: a grant costs store round trips, which take real time at any scale. */
+export const BUDGET_WAIT_MIN_MS = 500;
+
+/** Real ms for the batch handler's 4 AWS s at `timeScale`: stretched on a slower clock, floored on a faster one. */
+export function budgetWaitMsAt(timeScale: number): number {
+  return Math.max(BUDGET_WAIT_MIN_MS, Math.round(BUDGET_WAIT_AWS_MS * timeScale));
 }
 
 /** How each lifecycle action ended, from the Auto Scaling side. */
@@ -120,7 +130,8 @@ export class ControlPlaneCloud {
     };
     this.deps = containerDeps();
     this.containers.push(this.deps);
-    const batchOptions = options.budgetWaitMs !== undefined ? { budgetWaitMs: options.budgetWaitMs } : {};
+    // Every handler, the wrapped ones (chaos) too.
+    const batchOptions = { budgetWaitMs: options.budgetWaitMs ?? budgetWaitMsAt(options.timeScale) };
     const idle = [createLifecycleBatchHandler(this.deps, batchOptions)];
     const handler = async (event: SQSEvent) => {
       this.inFlight += 1;
@@ -141,7 +152,7 @@ export class ControlPlaneCloud {
           const id = instanceIdOf(record.body);
           const delivery = (this.deliveries.get(id) ?? 0) + 1;
           this.deliveries.set(id, delivery);
-          const one = createLifecycleBatchHandler(options.wrapDeps(this.deps, id, delivery));
+          const one = createLifecycleBatchHandler(options.wrapDeps(this.deps, id, delivery), batchOptions);
           const out = await one({ Records: [record] });
           failures.push(...out.batchItemFailures);
         }

@@ -6,14 +6,17 @@ import { ensureTable } from '../../shared/lease-store/ensure-table.js';
 /** dynalite in a process of its own, with the lease table made. */
 export interface DynaliteProcess {
   readonly endpoint: string;
+  readonly pid: number;
   close(): Promise<void>;
 }
 
-// Prints the port it listens on, then serves until killed.
+// Prints the port it listens on, then serves until killed or its stdin ends: the parent holds the pipe's other
+// end, so the kernel ends it when the parent dies in any way (SIGKILL too) and no server outlives its bench.
 const SERVER = `
 const dynalite = require('dynalite');
 const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
 server.listen(0, '127.0.0.1', () => process.stdout.write(server.address().port + '\\n'));
+process.stdin.on('end', () => process.exit(0)).resume();
 `;
 
 /**
@@ -21,7 +24,7 @@ server.listen(0, '127.0.0.1', () => process.stdout.write(server.address().port +
  * ~0.9 of a core busy, so its timers fired late. Running dynalite beside it uses the machine's second core.
  */
 export async function startDynaliteProcess(tableName: string, region: string): Promise<DynaliteProcess> {
-  const child = spawn(process.execPath, ['-e', SERVER], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['-e', SERVER], { stdio: ['pipe', 'pipe', 'inherit'] });
   let out = '';
   child.stdout.setEncoding('utf8');
   const port = await new Promise<number>((resolve, reject) => {
@@ -45,6 +48,7 @@ export async function startDynaliteProcess(tableName: string, region: string): P
   }
   return {
     endpoint,
+    pid: child.pid!,
     close: async () => {
       if (child.exitCode !== null) return;
       child.kill('SIGTERM');

@@ -290,6 +290,26 @@ describe('Construct: VpcLeaseAllocator', () => {
       );
     });
 
+    it('alarms on a partition the census left unread for its size, with the dimensions the reconciler emits', () => {
+      const dimensions = new Capture();
+      template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        Namespace: METRIC_NAMESPACE,
+        MetricName: METRIC_NAMES.oversizedPartitions,
+        Dimensions: dimensions,
+        Threshold: 1,
+        EvaluationPeriods: 1,
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+        TreatMissingData: 'notBreaching',
+      });
+      expect(METRIC_NAMES.oversizedPartitions).toBe(EMITTED.reconcilerOversizedPartitions);
+      expect(new Set(dimensions.asArray())).toEqual(
+        new Set([
+          { Name: 'Service', Value: 'reconciler' },
+          { Name: CLUSTER_DIMENSION, Value: 'prod-1' },
+        ]),
+      );
+    });
+
     it('alarms on abandoned launches and EC2 throttling over every dimension set of this cluster only', () => {
       const abandoned = new Capture();
       template.hasResourceProperties('AWS::CloudWatch::Alarm', {
@@ -328,8 +348,8 @@ describe('Construct: VpcLeaseAllocator', () => {
         `SELECT SUM(LaunchAbandoned) FROM "${METRIC_NAMESPACE}" WHERE ${CLUSTER_DIMENSION} = 'prod-1' AND Reason = 'subnets-exhausted'`,
       );
       for (const expression of expressions) expect(expression).toMatch(/WHERE ClusterName = 'prod-1'/);
-      // DLQ + four custom + two subnet + account errors + one errors alarm per function.
-      template.resourceCountIs('AWS::CloudWatch::Alarm', 11);
+      // DLQ + five custom + two subnet + account errors + one errors alarm per function.
+      template.resourceCountIs('AWS::CloudWatch::Alarm', 12);
     });
 
     it('builds one dashboard showing the alarms and the custom metrics', () => {

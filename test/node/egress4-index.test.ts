@@ -70,6 +70,24 @@ describe('egress4: the per-attachment index over the address files', () => {
     ]);
   });
 
+  it.each([300, 4000])(
+    'serves a %i-byte container id (the spec bounds none) under an index of one file name',
+    (bytes) => {
+      const containerId = `long${'0123456789abcdef'.repeat(bytes / 16)}`.slice(0, bytes);
+      const sibling = `${containerId}-2`;
+      const ip = claimEgressAddress(dir, containerId, 'eth0');
+      const other = claimEgressAddress(dir, sibling, 'eth0');
+      expect(other).not.toBe(ip);
+      expect(readFileSync(join(dir, ip), 'utf8')).toBe(`${containerId}/eth0`);
+      expect(indexes()).toHaveLength(2);
+      expect(findEgressAddress(dir, containerId, 'eth0')).toBe(ip);
+      expect(claimEgressAddress(dir, containerId, 'eth0')).toBe(ip);
+      releaseEgressAddress(dir, containerId, 'eth0');
+      releaseEgressAddress(dir, sibling, 'eth0');
+      expect([addresses(), indexes()]).toEqual([[], []]);
+    },
+  );
+
   it('reuses what an ADD that crashed after its claim left (address and index), leaking nothing', () => {
     const ip = claimEgressAddress(dir, 'crashed', 'eth0');
     // The ADD died here: no rules, no link, no release. Its retry must take the same address, not a second one.

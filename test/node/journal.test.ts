@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
@@ -36,6 +36,71 @@ describe('Journal', () => {
     j.remove('c1', 'eth0');
     expect(j.read('c1', 'eth0')).toBeUndefined();
     expect(readdirSync(join(dir, 'attachments'))).toEqual(['c2~net1.json']);
+  });
+
+  // The spec bounds no container id's length; a file name holds 255 bytes.
+  const longId = (bytes: number): string => `a${'0123456789abcdef'.repeat(bytes / 16 + 1)}`.slice(0, bytes);
+
+  it.each([240, 300, 4000])(
+    'keeps a %i-byte container id through intent, write, read, list and remove',
+    async (bytes) => {
+      const j = new Journal(dir);
+      const containerId = longId(bytes);
+      expect(j.createIntent({ containerId, ifName: 'eth0', netns: '/a', createdAtMs: 1 })).toBe(true);
+      expect(j.createIntent({ containerId, ifName: 'eth0', netns: '/b', createdAtMs: 2 })).toBe(false);
+      await j.write({ containerId, ifName: 'eth0', netns: '/a', createdAtMs: 1, ip: '10.0.0.9' });
+      // Another id sharing the first 255 bytes is another attachment.
+      const sibling = `${containerId}-2`;
+      expect(j.read(sibling, 'eth0')).toBeUndefined();
+      j.createIntent({ containerId: sibling, ifName: 'eth0', netns: '/c', createdAtMs: 1 });
+      expect(j.read(containerId, 'eth0')).toMatchObject({ containerId, ip: '10.0.0.9' });
+      expect(j.list().map((r) => [r.containerId, r.ifName, r.netns])).toEqual(
+        expect.arrayContaining([
+          [containerId, 'eth0', '/a'],
+          [sibling, 'eth0', '/c'],
+        ]),
+      );
+      expect(j.list()).toHaveLength(2);
+      j.remove(containerId, 'eth0');
+      expect(j.read(containerId, 'eth0')).toBeUndefined();
+      expect(j.list().map((r) => r.containerId)).toEqual([sibling]);
+      j.remove(sibling, 'eth0');
+      expect(readdirSync(join(dir, 'attachments'))).toEqual([]);
+    },
+  );
+
+  it('finds a record under the name earlier versions wrote, and keeps writing short ids under it', async () => {
+    mkdirSync(join(dir, 'attachments'));
+    const old = { containerId: 'old', ifName: 'eth0', netns: '/a', createdAtMs: 1, ip: '10.0.0.7' };
+    writeFileSync(join(dir, 'attachments', 'old~eth0.json'), JSON.stringify(old));
+    const j = new Journal(dir);
+    expect(j.read('old', 'eth0')).toEqual(old);
+    expect(j.createIntent({ ...old, netns: '/b' })).toBe(false);
+    expect(j.list()).toEqual([old]);
+    j.createIntent({ containerId: 'new', ifName: 'eth0', netns: '/b', createdAtMs: 1 });
+    expect(readdirSync(join(dir, 'attachments')).sort()).toEqual(['new~eth0.json', 'old~eth0.json']);
+  });
+
+  it('lists an interface name holding "~" (the kernel allows it) whole', () => {
+    const j = new Journal(dir);
+    j.createIntent({ containerId: 'c1', ifName: 'net~1', netns: '/a', createdAtMs: 1 });
+    expect(j.list().map((r) => [r.containerId, r.ifName])).toEqual([['c1', 'net~1']]);
+    j.remove('c1', 'net~1');
+    expect(readdirSync(join(dir, 'attachments'))).toEqual([]);
+  });
+
+  it('lists an unreadable long-id record under a name that remove finds', () => {
+    const j = new Journal(dir);
+    const containerId = longId(300);
+    j.createIntent({ containerId, ifName: 'eth0', netns: '/a', createdAtMs: 1 });
+    // A power loss can leave the unsynced intent empty: then only its file name is left to go by.
+    const digestName = readdirSync(join(dir, 'attachments')).find((n) => n.endsWith('~eth0.json'))!;
+    writeFileSync(join(dir, 'attachments', digestName), '');
+    const listed = j.list();
+    expect(listed.map((r) => [r.containerId, r.ifName])).toEqual([[digestName.slice(0, -'~eth0.json'.length), 'eth0']]);
+    expect(j.read(containerId, 'eth0')).toMatchObject({ containerId, createdAtMs: 0 });
+    for (const r of listed) j.remove(r.containerId, r.ifName);
+    expect(readdirSync(join(dir, 'attachments'))).toEqual([]);
   });
 
   const bundleJournal = async (): Promise<string> => {

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FAULT_STEPS } from '../../node/datapath/test-hooks.js';
@@ -26,6 +27,8 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
   const holderOf = async (containerId: string, ifName = 'eth0') => f.store.findByHolder(f.arn, containerId, ifName);
   const journal = () => new Journal(f.dataDir);
   const claimedCount = async () => (await f.store.listLeases(f.arn, { state: 'CLAIMED' })).length;
+  const addressOf = (json: Record<string, unknown> | undefined) =>
+    (json as { ips: { address: string }[] }).ips[0]!.address;
 
   describe.each(['0.3.1', '0.4.0', '1.0.0', '1.1.0'])('with cniVersion %s', (version) => {
     it('runs ADD → CHECK → ADD again → DEL → DEL again, leaving the lease in cooldown', async () => {
@@ -184,6 +187,46 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
     // 64 plugin processes on 2 shared cores: under other suites' load this has taken over 2 minutes.
   }, 300_000);
 
+  it.each([300, 4000])(
+    'serves a %i-byte container id (the spec bounds none): ADD, ADD again, list, DEL',
+    async (bytes) => {
+      const containerId = `long${'0123456789abcdef'.repeat(bytes / 16)}`.slice(0, bytes);
+      const netns = f.addNetns();
+      const conf = f.netconf('1.0.0');
+      const add = await f.run('ADD', { netns, containerId }, conf);
+      expect(add.code, add.stdout).toBe(0);
+      const ip = addressOf(add.json).split('/')[0];
+      expect((await holderOf(containerId))?.ip).toBe(ip);
+      expect(journal().read(containerId, 'eth0')?.ip).toBe(ip);
+      expect(
+        journal()
+          .list()
+          .filter((r) => r.containerId === containerId),
+      ).toEqual([expect.objectContaining({ ifName: 'eth0', ip })]);
+      const again = await f.run('ADD', { netns, containerId }, conf);
+      expect(again.code, again.stdout).toBe(0);
+      expect(addressOf(again.json)).toBe(addressOf(add.json));
+      const del = await f.run('DEL', { netns, containerId }, conf);
+      expect(del.code, del.stdout).toBe(0);
+      expect(f.podLinks(netns)).toEqual([]);
+      expect(await holderOf(containerId)).toBeUndefined();
+      expect(
+        journal()
+          .list()
+          .filter((r) => r.containerId === containerId),
+      ).toEqual([]);
+    },
+  );
+
+  it('keeps a short container id’s record under the name earlier versions wrote', async () => {
+    const netns = f.addNetns();
+    const containerId = 'name-1';
+    expect((await f.run('ADD', { netns, containerId }, f.netconf('1.0.0'))).code).toBe(0);
+    expect(existsSync(join(f.dataDir, 'attachments', `${containerId}~eth0.json`))).toBe(true);
+    expect((await f.run('DEL', { netns, containerId }, f.netconf('1.0.0'))).code).toBe(0);
+    expect(existsSync(join(f.dataDir, 'attachments', `${containerId}~eth0.json`))).toBe(false);
+  });
+
   describe('with a failure injected after each step', () => {
     it.each(FAULT_STEPS.map((s) => [s]))('leaves no link, claim or record behind when %s fails', async (step) => {
       const netns = f.addNetns();
@@ -220,6 +263,10 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
       ['malformed JSON', () => ({ stdin: '{"cniVersion": "1.0.0",' }), 6],
       ['no CNI_NETNS on ADD', () => ({ env: { CNI_NETNS: undefined } }), 4],
       ['no CNI_COMMAND', () => ({ env: { CNI_COMMAND: undefined } }), 4],
+      // The spec's id: an alphanumeric, then [A-Za-z0-9_.-]. Anything else could name another file in the journal.
+      ['a container id with a path in it', () => ({ env: { CNI_CONTAINERID: '..~x/../../bad-1' } }), 4],
+      ['a container id with "~"', () => ({ env: { CNI_CONTAINERID: 'bad-1~eth1' } }), 4],
+      ['a container id starting with "-"', () => ({ env: { CNI_CONTAINERID: '-bad-1' } }), 4],
       ['an unknown command', () => ({ env: { CNI_COMMAND: 'ATTACH' } }), 4],
       ['a netns path that does not exist', () => ({ netns: '/var/run/netns/vl7-no-such-ns' }), 3],
       ['a netns path that is not a netns', () => ({ netns: '/proc/self/status' }), 4],

@@ -1,12 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { instanceArn } from '../../shared/domain/arn.js';
+import { PARTITION_READ_MAX_BYTES } from '../../shared/lease-store/partition-bound.js';
 import { expectedLeases } from '../../shared/lifecycle/pod-eni.js';
+import { METRIC_NAMES } from '../../shared/metrics.js';
 import { sweepPools } from '../../shared/pool/sweep.js';
 import { DynamoLeasePartitions, type LeasePartitions } from '../../shared/reconcile/lease-partitions.js';
 import { type PacedReconcileDeps, reconcilePaced } from '../../shared/reconcile/paced.js';
 import { DynamoSweepCursorStore } from '../../shared/schedule/cursor.js';
 import { ACCOUNT, type PoolEnv, REGION, readyNode } from '../pool/support.js';
-import { pacedDeps, poolEnvPerTest } from './support/harness.js';
+import { MARK_AGE_MS, pacedDeps, poolEnvPerTest } from './support/harness.js';
 
 const startEnv = poolEnvPerTest();
 
@@ -157,5 +159,79 @@ describe('Census: whole partitions across Scan pages and runs', () => {
     }
     expect(runs).toBeGreaterThan(3);
     expect(due).toEqual([]);
+  });
+});
+
+describe('Census: a partition past the read bound', () => {
+  /**
+   * The census's Scan as it sees a flooded partition, without writing the 16 MB (test/security/partition-flood
+   * does that): `flooded` partitions come back past the bound, with none of their items read — a flood's
+   * lease-keyed items sort before the node item. Records which partitions the second look read.
+   */
+  function flooding(e: PoolEnv, flooded: ReadonlySet<string>) {
+    const real = new DynamoLeasePartitions(e.api, e.tableName);
+    const secondLooks: string[] = [];
+    const partitions: LeasePartitions = new Proxy(real, {
+      get(target, prop, receiver) {
+        const value = Reflect.get(target, prop, receiver) as unknown;
+        if (prop === 'scanPage')
+          return async (...args: Parameters<LeasePartitions['scanPage']>) => {
+            const page = await target.scanPage(...args);
+            const unread = (p: (typeof page.partitions)[number]) => ({
+              instanceArn: p.instanceArn,
+              leases: [],
+              illFormedLeases: 0,
+              lastKey: p.lastKey,
+              bytes: PARTITION_READ_MAX_BYTES + 1,
+            });
+            return { ...page, partitions: page.partitions.map((p) => (flooded.has(p.instanceArn) ? unread(p) : p)) };
+          };
+        if (prop === 'hasLeaseItems')
+          return async (arn: string) => {
+            secondLooks.push(arn);
+            return target.hasLeaseItems(arn);
+          };
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    return { partitions, secondLooks };
+  }
+
+  it('a live node’s flood is reported as oversized and counted, not judged as a possible stray', async () => {
+    const env = await startEnv();
+    const flooder = await readyNode(env);
+    const other = await readyNode(env);
+    const f = flooding(env, new Set([flooder.instanceArn]));
+    const { reconciler } = schedules(env, { leasePartitions: f.partitions });
+
+    const run = await reconcilePaced(reconciler, NEVER);
+
+    expect(run.strays.oversized).toEqual([flooder.instanceArn]);
+    expect(run.strays.judged).toBe(0);
+    expect(f.secondLooks).toEqual([]);
+    expect(run.strayLeases).toEqual([]);
+    expect(env.metrics.total(METRIC_NAMES.reconcilerOversizedPartitions)).toBe(1);
+    expect(env.logs.some((l) => l.includes(flooder.instanceArn) && l.includes('left unread'))).toBe(true);
+    expect(env.logs.some((l) => l.includes(other.instanceArn) && l.includes('left unread'))).toBe(false);
+  });
+
+  it('an oversized partition with no node item on a gone instance keeps both looks: marked, then removed', async () => {
+    const env = await startEnv();
+    const node = await readyNode(env);
+    const [template] = expectedLeases(node.node, 1);
+    const strayArn = instanceArn(REGION, ACCOUNT, 'i-0000000000000f100', 'aws');
+    await env.store.putLeases([{ ...template!, instanceArn: strayArn, ip: '10.0.14.9' }], env.clock.nowMs());
+    const f = flooding(env, new Set([strayArn]));
+    const { reconciler } = schedules(env, { leasePartitions: f.partitions });
+
+    const first = await reconcilePaced(reconciler, NEVER);
+    expect(first.strays.oversized).toEqual([strayArn]);
+    expect(first.strayLeases.map((s) => [s.instanceArn, s.action])).toEqual([[strayArn, 'mark']]);
+    expect(await env.store.listLeases(strayArn)).toHaveLength(1);
+
+    env.clock.advance(MARK_AGE_MS);
+    const second = await reconcilePaced(reconciler, NEVER);
+    expect(second.strayLeases.map((s) => [s.instanceArn, s.action])).toEqual([[strayArn, 'remove']]);
+    expect(await env.store.listLeases(strayArn)).toEqual([]);
   });
 });

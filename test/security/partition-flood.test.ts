@@ -2,6 +2,7 @@ import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { afterEach, describe, expect, it } from 'vitest';
 import { A, leaseKey, NODE_WRITABLE_ATTRS } from '../../shared/lease-store/item-codec.js';
 import { itemBytes, PARTITION_READ_MAX_BYTES } from '../../shared/lease-store/partition-bound.js';
+import { METRIC_NAMES } from '../../shared/metrics.js';
 import { sweepPools } from '../../shared/pool/sweep.js';
 import { reconcilePaced } from '../../shared/reconcile/paced.js';
 import { DynamoSweepCursorStore } from '../../shared/schedule/cursor.js';
@@ -136,12 +137,16 @@ describe('Security: a node floods its own partition past anything the control pl
 
     const perRun: number[] = [];
     const due = new Set<string>();
+    const oversized: string[] = [];
+    let judged = 0;
     for (let scanning = true; scanning; ) {
       if (perRun.length >= 80) throw new Error(`the census never finished: ${perRun.length} runs`);
       meter.reset();
       const run = await reconcilePaced(reconciler, e.clock.nowMs() + 3_000);
       perRun.push(meter.scan());
       for (const arn of run.poolDue) due.add(arn);
+      oversized.push(...run.strays.oversized);
+      judged += run.strays.judged;
       scanning = run.strays.scanning;
     }
 
@@ -149,5 +154,9 @@ describe('Security: a node floods its own partition past anything the control pl
     expect(meter.query()).toBeLessThanOrEqual(READ_LIMIT_BYTES);
     expect(due.has(victim.instanceArn)).toBe(true);
     expect(e.logs.some((l) => l.includes(attacker.instanceArn) && l.includes('left unread'))).toBe(true);
+    // Reported once as oversized (and counted for the alarm), never judged as a possible stray: its node is live.
+    expect(oversized).toEqual([attacker.instanceArn]);
+    expect(e.metrics.total(METRIC_NAMES.reconcilerOversizedPartitions)).toBe(1);
+    expect(judged).toBe(0);
   }, 400_000);
 });
