@@ -1,3 +1,4 @@
+import { MAX_CONTAINER_ID_CHARS } from '../../shared/domain/lease.js';
 import {
   errorMessage,
   LeaseConflictError,
@@ -117,6 +118,10 @@ export async function runSkel(handlers: CniHandlers, io: SkelIo): Promise<number
     const containerId = io.env['CNI_CONTAINERID'] ?? '';
     if (containerId !== '' && !CONTAINER_ID.test(containerId))
       throw envError(`invalid CNI_CONTAINERID ${JSON.stringify(containerId)}`);
+    if (containerId.length > MAX_CONTAINER_ID_CHARS)
+      throw envError(
+        `CNI_CONTAINERID has ${containerId.length} characters; vpc-lease records at most ${MAX_CONTAINER_ID_CHARS}`,
+      );
     const ifName = io.env['CNI_IFNAME'] ?? '';
     if (ifName !== '') validateIfName(ifName);
     const args = parseCniArgs(io.env['CNI_ARGS']);

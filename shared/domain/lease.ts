@@ -10,6 +10,12 @@ export const LEASE_STATES = ['FREE', 'CLAIMED', 'COOLDOWN', 'RELEASING'] as cons
 export type LeaseState = (typeof LEASE_STATES)[number];
 
 /** Who holds a CLAIMED lease: the CNI attachment (containerId, ifName) plus context for operators. */
+/**
+ * The longest container id vpc-lease records. The CNI spec bounds none (runtimes use 64 hex characters): the
+ * node refuses a longer one (CNI code 4) and the control plane holds a lease's id to the same bound.
+ */
+export const MAX_CONTAINER_ID_CHARS = 4096;
+
 export interface LeaseHolder {
   readonly containerId: string;
   readonly ifName: string;

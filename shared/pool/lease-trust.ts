@@ -1,4 +1,4 @@
-import { LEASE_STATES, type Lease } from '../domain/lease.js';
+import { LEASE_STATES, type Lease, MAX_CONTAINER_ID_CHARS } from '../domain/lease.js';
 import { addressInPrefix } from '../domain/lease-address.js';
 import type { EniRecord, NodeRecord } from '../domain/node.js';
 import type { Ec2Eni } from '../ec2/port.js';
@@ -66,7 +66,8 @@ export function impossibility(lease: Lease, nowMs: number, reuseWaitMs: number):
   const holder = lease.holder;
   if (holder) {
     for (const [name, value] of Object.entries(holder)) {
-      if (typeof value === 'string' && value.length > MAX_HOLDER_FIELD_CHARS) return `holder ${name} is oversized`;
+      const maxChars = name === 'containerId' ? MAX_CONTAINER_ID_CHARS : MAX_HOLDER_FIELD_CHARS;
+      if (typeof value === 'string' && value.length > maxChars) return `holder ${name} is oversized`;
     }
   }
   return undefined;

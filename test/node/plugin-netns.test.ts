@@ -267,6 +267,7 @@ describe.skipIf(skip)('vpc-lease-cni in real network namespaces', () => {
       ['a container id with a path in it', () => ({ env: { CNI_CONTAINERID: '..~x/../../bad-1' } }), 4],
       ['a container id with "~"', () => ({ env: { CNI_CONTAINERID: 'bad-1~eth1' } }), 4],
       ['a container id starting with "-"', () => ({ env: { CNI_CONTAINERID: '-bad-1' } }), 4],
+      ['a container id past 4,096 characters', () => ({ env: { CNI_CONTAINERID: 'a'.repeat(4097) } }), 4],
       ['an unknown command', () => ({ env: { CNI_COMMAND: 'ATTACH' } }), 4],
       ['a netns path that does not exist', () => ({ netns: '/var/run/netns/vl7-no-such-ns' }), 3],
       ['a netns path that is not a netns', () => ({ netns: '/proc/self/status' }), 4],

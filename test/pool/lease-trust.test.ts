@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Lease } from '../../shared/domain/lease.js';
+import { type Lease, MAX_CONTAINER_ID_CHARS } from '../../shared/domain/lease.js';
 import { impossibility, MAX_CLOCK_SKEW_MS, MAX_HOLDER_FIELD_CHARS } from '../../shared/pool/lease-trust.js';
 
 const NOW = Date.UTC(2026, 0, 1);
@@ -28,6 +28,10 @@ describe('impossibility', () => {
     ['a CLAIMED lease with its holder', { state: 'CLAIMED', holder, claimedAtMs: NOW }],
     ['a COOLDOWN lease reusable after the cooldown', { state: 'COOLDOWN', reusableAtMs: NOW + REUSE_WAIT_MS }],
     ['a clock a little ahead', { createdAtMs: NOW + MAX_CLOCK_SKEW_MS }],
+    [
+      'a container id as long as the node plugin takes',
+      { state: 'CLAIMED', holder: { ...holder, containerId: 'c'.repeat(MAX_CONTAINER_ID_CHARS) }, claimedAtMs: NOW },
+    ],
   ])('accepts %s', (_, overrides) => {
     expect(impossibility(lease(overrides), NOW, REUSE_WAIT_MS)).toBeUndefined();
   });
@@ -43,6 +47,15 @@ describe('impossibility', () => {
     ['version 0', { version: 0 }, /version/],
     ['an address that is none', { ip: '10.0.0.256' }, /address/],
     ['an unknown state', { state: 'BORROWED' as Lease['state'] }, /state/],
+    [
+      "a container id past the node plugin's bound",
+      {
+        state: 'CLAIMED',
+        holder: { ...holder, containerId: 'c'.repeat(MAX_CONTAINER_ID_CHARS + 1) },
+        claimedAtMs: NOW,
+      },
+      /oversized/,
+    ],
     [
       'an oversized holder field',
       { state: 'CLAIMED', holder: { ...holder, podName: 'x'.repeat(MAX_HOLDER_FIELD_CHARS + 1) }, claimedAtMs: NOW },
