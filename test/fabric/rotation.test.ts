@@ -82,8 +82,12 @@ describe('fabric configuration rotation', () => {
 
   it("cuts a configuration's controls into disjoint shares that together hold all of them", () => {
     for (const c of CONFIGS) {
-      const shares = Array.from({ length: 8 * 3 }, (_, i) => controlShares(seeded(i * 8 + CONFIGS.indexOf(c)))[0]!);
-      const all = shares.slice(0, shares[0]!.parts).flatMap((share) => lifted([share]));
+      // The configuration's seeds of consecutive cycles: one share each.
+      const first = controlShares(seeded(ROTATION.indexOf(c.name)))[0]!;
+      const shares = Array.from({ length: first.parts }, (_, cycle) => {
+        return controlShares(seeded(cycle * ROTATION.length + ROTATION.indexOf(c.name)))[0]!;
+      });
+      const all = shares.flatMap((share) => lifted([share]));
       expect(all.sort(), c.name).toEqual(everyControl.filter((x) => x.startsWith(`${c.name} #`)).sort());
     }
   });
