@@ -55,10 +55,11 @@ export function chooseConfigs(env: NodeJS.ProcessEnv): { configs: string[]; seed
 }
 
 /**
- * Controls a run lifts at most (each costs ~5-30 s of the emulated guest, one at a time): a configuration's are cut
- * into ceil(count / CONTROLS_PER_RUN) shares (configs.ts, shareOf), and each seed runs one share of its
- * configuration's, the next share each cycle of the rotation. Every seed runs some; none runs dual/l2's nine
- * (the heaviest run, ~150 s of controls on their own, when every other seed ran all of a configuration's).
+ * Controls a run lifts at most: each runs alone with its defence lifted, 2-20 s of the emulated guest, mostly
+ * waiting out the echoes that must not come back. A configuration's are cut into ceil(count / CONTROLS_PER_RUN)
+ * shares (configs.ts, shareOf), and each seed runs one share of its configuration's, the next share each cycle of
+ * the rotation. All nine of dual/l2's took 99 s, a third of its run, when every other seed lifted all of a
+ * configuration's; a share of three takes 27-43 s.
  */
 export const CONTROLS_PER_RUN = 3;
 
