@@ -10,7 +10,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  */
 export const LONGEST_FIRST: readonly string[] = [
   'test/vm/ipvlan-vm.test.ts', // ~450-500 s (estimate): the ipvlan, IPv6 and single-executable guest suites, one VM boot
-  'test/fabric/fabric.test.ts', // ~250-330 s: the VPC fabric, one configuration (controls every other seed), one VM boot
+  'test/fabric/fabric.test.ts', // ~250-380 s: the VPC fabric, one configuration and a share of its controls, one VM boot
   'test/e2e/start.test.ts', // ~75 s
   'test/node/plugin-netns.test.ts', // ~72 s: the built plugin in real netns
   'test/chaos/chaos.test.ts', // ~56 s

@@ -37,3 +37,43 @@ export function configNamed(name: string): FabricConfig {
 /** Whether pods of the family have a VPC address of that IP version. */
 export const hasV4 = (family: PodFamily): boolean => family !== 'ipv6';
 export const hasV6 = (family: PodFamily): boolean => family !== 'ipv4';
+
+/**
+ * How many controls a configuration runs without their defence (guest/defences.ts, defendedControls): the source
+ * check, delivery to the owning ENI and IMDS from both kinds of pod for each IP version of its pods, the
+ * egress-only gateway with IPv6, and IMDS over an `ipv6` pod's IPv4 egress. The guest refuses a list of another
+ * length, so the schedule below cannot drift from what the guest has.
+ */
+export function controlCount(family: PodFamily): number {
+  return (hasV4(family) ? 4 : 0) + (hasV6(family) ? 5 : 0) + (family === 'ipv6' ? 1 : 0);
+}
+
+/**
+ * The controls a run lifts the defence of, in one configuration: the whole list, or one share of it (`part` of
+ * `parts`: the controls at index part, part + parts, ...), so a share mixes the slow ping controls and the quick
+ * IMDS ones. Written `l2/boot` (all) or `l2/boot#1of2` in FABRIC_CONTROLS.
+ */
+export interface ControlShare {
+  readonly config: string;
+  readonly part: number;
+  readonly parts: number;
+}
+
+export const allControls = (config: string): ControlShare => ({ config, part: 0, parts: 1 });
+
+export function formatShare(s: ControlShare): string {
+  return s.parts === 1 ? s.config : `${s.config}#${s.part + 1}of${s.parts}`;
+}
+
+export function parseShare(text: string): ControlShare {
+  const m = /^([^#]+)(?:#(\d+)of(\d+))?$/.exec(text);
+  const part = Number(m?.[2] ?? 1) - 1;
+  const parts = Number(m?.[3] ?? 1);
+  if (!m || part < 0 || part >= parts) throw new Error(`not a share of the controls: ${JSON.stringify(text)}`);
+  return { config: configNamed(m[1]!).name, part, parts };
+}
+
+/** The share's items of a configuration's controls, in their order. */
+export function shareOf<T>(items: readonly T[], s: Pick<ControlShare, 'part' | 'parts'>): T[] {
+  return items.filter((_, i) => i % s.parts === s.part);
+}

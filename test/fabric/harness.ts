@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { buildCni } from '../../infra/build.js';
 import { bundleGuest, runInVm, writeNodePolicy } from '../vm/vm.js';
-import { CONFIGS } from './configs.js';
+import { allControls, CONFIGS, type ControlShare, configNamed, controlCount } from './configs.js';
 import { type CellResult, type FabricResults, type PluginRetry, RETRY_BUDGET } from './results.js';
 
 export type { CellResult, PluginRetry };
@@ -36,12 +36,6 @@ export const ROTATION: readonly string[] = ALL_CONFIGS;
 export const SEEDS_FOR_EVERY_CONFIG = ROTATION.length;
 
 /**
- * Consecutive seeds that run every configuration's controls without their defence: the controls run in every
- * other seed, on the even seeds of one cycle of the rotation and the odd ones of the next.
- */
-export const SEEDS_FOR_EVERY_CONTROL = 2 * ROTATION.length;
-
-/**
  * The configurations a run asks for: a list or `all` (VPC_LEASE_FABRIC_CONFIGS), else the one of the seed
  * (VPC_LEASE_FABRIC_SEED, else a random one, which the caller prints so the run can be repeated).
  */
@@ -61,15 +55,35 @@ export function chooseConfigs(env: NodeJS.ProcessEnv): { configs: string[]; seed
 }
 
 /**
- * Where `npm test` also runs the controls without their defence (each costs about a minute of the emulated guest):
- * in every other seed, shifted by one each cycle of the rotation so that the odd-numbered configurations get their
- * turn (the rotation's length is even).
- * An explicit list runs them in each of its configurations.
+ * Controls a run lifts at most: each runs alone with its defence lifted, 2-20 s of the emulated guest, mostly
+ * waiting out the echoes that must not come back. A configuration's are cut into ceil(count / CONTROLS_PER_RUN)
+ * shares (configs.ts, shareOf), and each seed runs one share of its configuration's, the next share each cycle of
+ * the rotation. All nine of dual/l2's took 99 s, a third of its run, when every other seed lifted all of a
+ * configuration's; a share of three takes 27-43 s.
  */
-export function controlConfigs(chosen: { configs: readonly string[]; seed?: number }): string[] {
-  if (chosen.seed === undefined) return [...chosen.configs];
+export const CONTROLS_PER_RUN = 3;
+
+/** How many shares a configuration's controls are cut into. */
+export const sharesOf = (config: string): number =>
+  Math.ceil(controlCount(configNamed(config).family) / CONTROLS_PER_RUN);
+
+/**
+ * Consecutive seeds that run every control of every configuration: each configuration comes back once a cycle of
+ * the rotation, and takes its next share then.
+ */
+export const SEEDS_FOR_EVERY_CONTROL = ROTATION.length * Math.max(...ROTATION.map(sharesOf));
+
+/**
+ * The controls a run lifts: in `npm test`, the seed's share of its configuration's (the cycle of the rotation,
+ * floor(seed / 8), picks the share); an explicit list runs every control of each of its configurations.
+ */
+export function controlShares(chosen: { configs: readonly string[]; seed?: number }): ControlShare[] {
+  if (chosen.seed === undefined) return chosen.configs.map(allControls);
   const cycle = Math.floor(chosen.seed / ROTATION.length);
-  return (chosen.seed + cycle) % 2 === 0 ? [...chosen.configs] : [];
+  return chosen.configs.map((config) => {
+    const parts = sharesOf(config);
+    return { config, part: cycle % parts, parts };
+  });
 }
 
 export interface FabricRun {

@@ -97,7 +97,12 @@ function spentIn(results: readonly GuestCaseResult[]): string {
   const seconds = results.reduce((sum, r) => sum + r.durationMs, 0) / 1000;
   const programs = results.reduce((sum, r) => sum + (r.programs ?? 0), 0);
   const retries = results.flatMap((r) => r.retries ?? []);
-  return `${results.length} cases, ${seconds.toFixed(0)} s in the guest, ${programs} programs started, ${retries.length} plugin calls retried`;
+  const cpuS = (part: 'runner' | 'programs') => results.reduce((sum, r) => sum + (r.cpuMs?.[part] ?? 0), 0) / 1000;
+  return [
+    `${results.length} cases, ${seconds.toFixed(0)} s in the guest`,
+    `guest CPU ${cpuS('runner').toFixed(0)} s in the runner + ${cpuS('programs').toFixed(0)} s in ${programs} programs started`,
+    `${retries.length} plugin calls retried`,
+  ].join(', ');
 }
 
 /**

@@ -9,7 +9,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { SynthesizedNodePolicy } from '../../../infra/local/iam/node-policy.js';
-import { CONFIGS, type FabricConfig, hasV4, hasV6 } from '../configs.js';
+import { CONFIGS, controlCount, type FabricConfig, hasV4, hasV6, parseShare, shareOf } from '../configs.js';
 import { KUBE_JUMPS, kubeProxyRules } from '../kube-proxy.js';
 import { type CellResult, type FabricResults, RETRY_BUDGET } from '../results.js';
 import {
@@ -200,7 +200,9 @@ async function runConfig(cluster: Cluster, imds: FabricImds, spec: FabricConfig,
       ...(hasV6(family) ? matrixCells6(nodes, p, family) : []),
       ...controls.map((c) => c.cell),
     ];
-    await runWithControls(config, matrix, controlsIn(config) ? controls : [], out, runCells);
+    if (controls.length !== controlCount(family))
+      throw new Error(`${controls.length} controls, configs.ts's controlCount says ${controlCount(family)}`);
+    await runWithControls(config, matrix, controlsIn(config, controls), out, runCells);
     if (out.some((r) => r.config === config && !r.ok)) writeDiagnostics(config, p);
     // After the matrix: the lifted block must not overlap the IMDS cells' pods (the sibling gets its answers).
     const n1 = p['node1']!;
@@ -224,10 +226,18 @@ async function runConfig(cluster: Cluster, imds: FabricImds, spec: FabricConfig,
   }
 }
 
-/** FABRIC_CONTROLS: the configurations (or `all`) whose controls also run with their defence removed. */
-function controlsIn(config: string): boolean {
+/**
+ * FABRIC_CONTROLS: the configurations (or `all`) whose controls also run with their defence removed, each whole
+ * or one share of them (configs.ts, `l2/boot#1of2`); the controls of `config` this run lifts.
+ */
+function controlsIn<T>(config: string, controls: readonly T[]): T[] {
   const list = process.env['FABRIC_CONTROLS'];
-  return list === 'all' || (list?.split(',').includes(config) ?? false);
+  if (list === 'all') return [...controls];
+  const share = list
+    ?.split(',')
+    .map(parseShare)
+    .find((s) => s.config === config);
+  return share ? shareOf(controls, share) : [];
 }
 
 /** The run's retried plugin calls against RETRY_BUDGET (each one is listed in the results file and the test's output). */

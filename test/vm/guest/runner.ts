@@ -3,7 +3,7 @@
  * so the guest runs one esbuild bundle with plain node: cases run in order, each result is written as JSON to
  * the shared output folder, and the host-side vitest file turns each into a test of its own.
  */
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { execCounts } from '../../fabric/guest/net.js';
 
 export interface GuestCase {
@@ -20,6 +20,11 @@ export interface GuestCaseResult {
   readonly programs?: number;
   /** Plugin calls the case retried as kubelet would (callAsKubelet), one line each. */
   readonly retries?: string[];
+  /**
+   * Guest CPU the case used: in the runner itself (the guest node's dynalite, IAM and IMDS, the harness) and in the
+   * programs it started (plugin calls, ip, ping...). Under emulation the host pays about as much for each.
+   */
+  readonly cpuMs?: { readonly runner: number; readonly programs: number };
 }
 
 /** Every plugin call retried so far (guest-node.ts adds to it); each case's result lists its own. */
@@ -27,17 +32,30 @@ export const retriedCalls: string[] = [];
 
 const programsStarted = (): number => Object.values(execCounts).reduce((a, b) => a + b, 0);
 
+/** CPU ms of this process and of its children it has reaped (utime + stime of each, /proc/self/stat). */
+function cpuNow(): { runner: number; programs: number } {
+  const own = process.cpuUsage();
+  // Fields after the command's closing parenthesis; cutime and cstime are the 14th and 15th of them, in ticks.
+  const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ');
+  return { runner: (own.user + own.system) / 1000, programs: (Number(fields[13]) + Number(fields[14])) * 10 };
+}
+
 export async function runGuestCases(cases: readonly GuestCase[], resultFile: string): Promise<number> {
   const results: GuestCaseResult[] = [];
   for (const c of cases) {
     const startedMs = Date.now();
     const programsBefore = programsStarted();
     const retriesBefore = retriedCalls.length;
-    const spent = () => ({
-      durationMs: Date.now() - startedMs,
-      programs: programsStarted() - programsBefore,
-      retries: retriedCalls.slice(retriesBefore),
-    });
+    const cpuBefore = cpuNow();
+    const spent = () => {
+      const cpu = cpuNow();
+      return {
+        durationMs: Date.now() - startedMs,
+        programs: programsStarted() - programsBefore,
+        retries: retriedCalls.slice(retriesBefore),
+        cpuMs: { runner: Math.round(cpu.runner - cpuBefore.runner), programs: cpu.programs - cpuBefore.programs },
+      };
+    };
     try {
       await c.run();
       const result = { name: c.name, ok: true, ...spent() };
@@ -57,5 +75,8 @@ export async function runGuestCases(cases: readonly GuestCase[], resultFile: str
 
 function summary(r: GuestCaseResult): string {
   const retries = r.retries?.length ? `, retried: ${r.retries.join('; ')}` : '';
-  return `${(r.durationMs / 1000).toFixed(1)} s, ${r.programs} programs${retries}`;
+  const cpu = r.cpuMs
+    ? `, CPU ${(r.cpuMs.runner / 1000).toFixed(1)} s runner + ${(r.cpuMs.programs / 1000).toFixed(1)} s programs`
+    : '';
+  return `${(r.durationMs / 1000).toFixed(1)} s, ${r.programs} programs${cpu}${retries}`;
 }
