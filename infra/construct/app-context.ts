@@ -12,7 +12,7 @@ export interface AppSettings {
   readonly allocator: Omit<VpcLeaseAllocatorProps, 'vpc' | 'nodeRoles'> & { readonly vpc?: string };
 }
 
-/** Every context key the app understands (infra/DEPLOY.md lists them with their meaning). */
+/** Every context key the app understands (docs/DEPLOY.md lists them with their meaning). */
 export const CONTEXT_KEYS = [
   'stackName',
   'example',

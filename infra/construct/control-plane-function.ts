@@ -76,7 +76,7 @@ function bundles(): string {
     const dir = mkdtempSync(join(tmpdir(), 'vpc-lease-lambdas-'));
     // CDK copies each bundle into its asset directory; the scratch copies go with the process.
     process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
-    const script = join(PROJECT_ROOT, 'infra', 'bundle-lambda.ts');
+    const script = join(PROJECT_ROOT, 'packaging', 'bundle-lambda.ts');
     execFileSync(process.execPath, ['--import', 'tsx', script, dir, ...HANDLERS], {
       cwd: PROJECT_ROOT,
       stdio: ['ignore', 'inherit', 'inherit'],
@@ -87,8 +87,8 @@ function bundles(): string {
 }
 
 /**
- * The handler's bundle, made by infra/bundle-lambda.ts with the options `npm run build` uses (the SDK plugin
- * of infra/lambda-bundle.ts included, which NodejsFunction's esbuild command line cannot take). The pinned SDK
+ * The handler's bundle, made by packaging/bundle-lambda.ts with the options `npm run build` uses (the SDK plugin
+ * of packaging/lambda-bundle.ts included, which NodejsFunction's esbuild command line cannot take). The pinned SDK
  * is bundled rather than the runtime's: the code runs against the version it was tested with.
  */
 function bundledCode(handler: HandlerName): lambda.Code {

@@ -3,10 +3,10 @@ import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as ec2 from 'aws-cdk-lib/aws-ec2';
 import type { Construct } from 'constructs';
 import type { ControlPlaneConfig } from '../../shared/config/control-plane.js';
+import { loadInstanceTypes } from '../../shared/data/catalog.js';
 import { launchTemplateEniTags } from '../../shared/ec2/tags.js';
 import { PlanError } from '../../shared/planner/errors.js';
 import { planTemplateEnis } from '../../shared/planner/template-plan.js';
-import { loadInstanceTypes } from '../local/ec2/catalog.js';
 import { clusterSumQuery, KIND_DIMENSION, METRIC_NAMES } from './metrics.js';
 import { AllocatorPropsError } from './props.js';
 
@@ -45,7 +45,7 @@ const idOf = (x: { subnetId: string } | { securityGroupId: string } | string): s
  * The launch template's NetworkInterfaces for pod ENIs of an allocator's cluster (its config sizes them): the boot ENI at device index 0, then the pod ENIs at
  * 1..n with the very plan a launch makes (shared/planner), DeleteOnTermination, and the network-interface tags
  * the Lambdas and the reconciler look for. EC2 creates and attaches them at RunInstances; the lifecycle Lambda
- * only adopts them. See infra/DEPLOY.md "Pod ENIs in the launch template" for the host-side consequences
+ * only adopts them. See docs/DEPLOY.md "Pod ENIs in the launch template" for the host-side consequences
  * (no auto-assigned public IPv4, DHCP on the extra interfaces).
  */
 export function podEniLaunchTemplateData(

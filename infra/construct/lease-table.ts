@@ -23,7 +23,7 @@ export function leaseTableId(id: string): string {
  * A local secondary index can only be created with its table, so each schema generation is a new resource
  * (logical id `LeasesV2`, physical name `<tableName>-v2`) instead of an in-place update CloudFormation would
  * refuse; the previous table leaves the template under the removal policy it was deployed with (RETAIN by
- * default) and infra/DEPLOY.md says how a deployment moves over.
+ * default) and docs/DEPLOY.md says how a deployment moves over.
  */
 export function createLeaseTable(scope: Construct, id: string, options: LeaseTableOptions): dynamodb.Table {
   const shape = createTableInput('shape-only');

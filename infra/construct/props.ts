@@ -4,10 +4,10 @@ import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as ec2 from 'aws-cdk-lib/aws-ec2';
 import type * as iam from 'aws-cdk-lib/aws-iam';
 import * as logs from 'aws-cdk-lib/aws-logs';
+import { parseImageReference } from '../../packaging/image/reference.js';
 import { type ControlPlaneConfig, parseControlPlaneConfig } from '../../shared/config/control-plane.js';
 import { type Ec2Buckets, lifecycleConcurrencyFor, validateEc2Buckets } from '../../shared/ec2/account-buckets.js';
 import { errorMessage, ValidationError } from '../../shared/errors.js';
-import { parseImageReference } from '../image/reference.js';
 
 /** Everything a cluster chooses; every prop is optional except the VPC. */
 export interface VpcLeaseAllocatorProps {

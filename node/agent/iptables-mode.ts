@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import type { IptablesCommands } from '../datapath/connmark.js';
 
 /**
- * The agent's iptables: the image's xtables multi binaries (infra/image/iptables.ts), in the backend the host's
+ * The agent's iptables: the image's xtables multi binaries (packaging/image/iptables.ts), in the backend the host's
  * own rules live in. Legacy and nft are two kernel subsystems: rules the agent wrote into the other one would sit
  * beside kube-proxy's instead of among them, and the fallback plugin (the host's iptables) would not see them.
  *
@@ -14,7 +14,7 @@ import type { IptablesCommands } from '../datapath/connmark.js';
  */
 export type IptablesMode = 'legacy' | 'nft';
 
-/** Where the image keeps the multi binaries (IMAGE_SBIN_DIR of infra/image/iptables.ts). */
+/** Where the image keeps the multi binaries (IMAGE_SBIN_DIR of packaging/image/iptables.ts). */
 export const IMAGE_IPTABLES_DIR = '/usr/sbin';
 const MULTI: Readonly<Record<IptablesMode, string>> = { legacy: 'xtables-legacy-multi', nft: 'xtables-nft-multi' };
 const SAVE_TIMEOUT_MS = 10_000;

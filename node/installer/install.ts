@@ -32,7 +32,7 @@ export const PLUGIN_TYPE = 'vpc-lease-cni';
  * the node agent) and the full plugin under this name, which the shim execs when the agent cannot answer.
  */
 export const PLUGIN_EXECUTABLE = 'vpc-lease-cni-plugin';
-/** The build writes the shim beside the executable under this name (infra/shim.ts). */
+/** The build writes the shim beside the executable under this name (packaging/shim.ts). */
 export const SHIM_SOURCE_FILE = 'vpc-lease-cni-shim';
 /** What the launcher needs beside it: the bundle and the native parts. */
 export const SUPPORT_FILES = ['vpc-lease-cni.js', NETNS_ADDON_FILE, 'netlink.node'] as const;

@@ -2,11 +2,11 @@ import { startupSnapshot } from 'node:v8';
 import { runCli } from '../cli.js';
 
 /**
- * The entry of the self-contained executable (a Node single executable application, built by infra/build.ts).
+ * The entry of the self-contained executable (a Node single executable application, built by packaging/build.ts).
  * By default it ships with V8's code cache and runs main() at once. Built with `startup: 'snapshot'`, Node runs
  * this bundle at build time and saves the heap as a V8 startup snapshot, and main() runs after deserializing
  * it. The native parts cannot live in a snapshot: they are loaded on first use, by absolute path beside the
- * executable (infra/build.ts, netlinkBindingBeside).
+ * executable (packaging/build.ts, netlinkBindingBeside).
  */
 function main(): void {
   // Outside tests the native parts come only from beside the executable, never from a directory the caller names.
@@ -16,7 +16,7 @@ function main(): void {
 }
 
 if (startupSnapshot.isBuildingSnapshot()) {
-  // Evaluate the rtnetlink modules into the snapshot too (their binding is loaded lazily, see infra/build.ts);
+  // Evaluate the rtnetlink modules into the snapshot too (their binding is loaded lazily, see packaging/build.ts);
   // ADD and DEL then only pay for dlopen of the binding.
   void Promise.all([
     import('netlink/dist/rt/rt.js'),

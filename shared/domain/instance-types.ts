@@ -41,7 +41,7 @@ export const INSTANCE_TYPE_PATTERN = /^[a-z0-9-]+\.[a-z0-9-]+$/;
 export type InstanceTypeRow = [string, number, number, number, [number, number][], string | null, boolean | null];
 
 /**
- * The table as rows, a fifth of its size: the form built into the node binary (infra/build.ts), which
+ * The table as rows, a fifth of its size: the form built into the node binary (packaging/build.ts), which
  * expandInstanceRows turns back into the very same table.
  */
 export function instanceTypeRows(table: InstanceTypeTable): InstanceTypeRow[] {

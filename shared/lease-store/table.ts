@@ -55,7 +55,7 @@ export function nodeIndexShards(): string[] {
 
 /**
  * The table's schema generation. 2 = the claimable index is local; an index kind cannot change in
- * place, so a new generation is a new table (infra/DEPLOY.md, "Moving to lease table v2").
+ * place, so a new generation is a new table (docs/DEPLOY.md, "Moving to lease table v2").
  */
 export const LEASE_TABLE_GENERATION = 2;
 

@@ -1,6 +1,6 @@
 import { mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
-import { scrapeAgentCounts } from '../../infra/local/scenario/node-agents.js';
+import { scrapeAgentCounts } from '../../local-cloud/scenario/node-agents.js';
 import { type AgentProcess, metricsUrlOf, shimBeside, startAgent } from '../node/support/agent-process.js';
 import type { PluginRun } from '../node/support/node-fixture.js';
 import { agentPhaseProfile, processCpuMs } from './cni-agent.js';

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildSea } from '../../infra/build.js';
+import { buildSea } from '../../packaging/build.js';
 import { shimBeside } from '../node/support/agent-process.js';
 import { NodeFixture, type PluginRun } from '../node/support/node-fixture.js';
 import { execPlugin } from './exec.js';

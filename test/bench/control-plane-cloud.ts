@@ -1,9 +1,9 @@
 import type { SQSEvent } from 'aws-lambda';
-import { LAUNCHING, TERMINATING } from '../../infra/local/autoscaling/simulator.js';
-import { type LocalCloud, type LocalCloudOptions, startLocalCloud } from '../../infra/local/cloud.js';
-import type { EventSourceMapping } from '../../infra/local/sqs/event-source-mapping.js';
-import type { Queue } from '../../infra/local/sqs/queue.js';
 import { lifecycleDepsFromEnv } from '../../lambdas/instance-lifecycle/deps.js';
+import { LAUNCHING, TERMINATING } from '../../local-cloud/autoscaling/simulator.js';
+import { type LocalCloud, type LocalCloudOptions, startLocalCloud } from '../../local-cloud/cloud.js';
+import type { EventSourceMapping } from '../../local-cloud/sqs/event-source-mapping.js';
+import type { Queue } from '../../local-cloud/sqs/queue.js';
 import type { AutoScalingPort, LifecycleActionRef, LifecycleResult } from '../../shared/autoscaling/port.js';
 import { type ControlPlaneConfig, controlPlaneConfigToEnv } from '../../shared/config/control-plane.js';
 import type { Ec2Buckets } from '../../shared/ec2/account-buckets.js';

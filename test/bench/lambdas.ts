@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- lambdas`: what a cold start pays for each Lambda bundle. Each handler is bundled twice into
- * a scratch directory, the way the project ships it (infra/lambda-bundle.ts), the same without the SDK schema-key
+ * a scratch directory, the way the project ships it (packaging/lambda-bundle.ts), the same without the SDK schema-key
  * rewrite (`schemaKeysKept`, the 2026-12-01 bundle) and the earlier unminified way (`before`), and each bundle is imported by a fresh Node (this Node, the Lambdas' major) with
  * `--enable-source-maps` as the functions run, paired round by round with a bare `node -e ''`.
  */
@@ -11,7 +11,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { type BuildOptions, build } from 'esbuild';
-import { lambdaBuildOptions } from '../../infra/lambda-bundle.js';
+import { lambdaBuildOptions } from '../../packaging/lambda-bundle.js';
 import { machineInfo } from './machine.js';
 import { ratio, round, summarize } from './stats.js';
 
@@ -37,7 +37,7 @@ function unshakenOptions(entry: string, outfile: string): BuildOptions {
   };
 }
 
-/** The shipped options less the SDK schema-key rewrite (infra/sdk-schema-keys.ts). */
+/** The shipped options less the SDK schema-key rewrite (packaging/sdk-schema-keys.ts). */
 function schemaKeysKeptOptions(entry: string, outfile: string): BuildOptions {
   return { ...lambdaBuildOptions(entry, outfile), plugins: [] };
 }

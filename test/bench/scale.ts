@@ -1,6 +1,6 @@
 import { type _InstanceType, CreateLaunchTemplateCommand, EC2Client } from '@aws-sdk/client-ec2';
-import { DEFAULT_LATENCY_MS } from '../../infra/local/ec2/latency.js';
-import { DEFAULT_DELAYS } from '../../infra/local/ec2/simulator.js';
+import { DEFAULT_LATENCY_MS } from '../../local-cloud/ec2/latency.js';
+import { DEFAULT_DELAYS } from '../../local-cloud/ec2/simulator.js';
 import { type ControlPlaneConfig, parseControlPlaneConfig } from '../../shared/config/control-plane.js';
 import { bucketFor, type Ec2Buckets } from '../../shared/ec2/account-buckets.js';
 import { EC2_BUDGET_ENV } from '../../shared/ec2/budget-env.js';

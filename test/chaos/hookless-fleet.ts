@@ -1,4 +1,4 @@
-import { HOOKLESS_LAUNCH_PATTERN } from '../../infra/local/events/lifecycle-rules.js';
+import { HOOKLESS_LAUNCH_PATTERN } from '../../local-cloud/events/lifecycle-rules.js';
 import type { LeaseStore } from '../../shared/lease-store/port.js';
 import { clusterTagKey } from '../../shared/lifecycle/hookless.js';
 import type { ControlPlaneCloud } from '../bench/control-plane-cloud.js';

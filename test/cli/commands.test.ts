@@ -1,7 +1,7 @@
 import { CreateNetworkInterfaceCommand, EC2Client, UnassignPrivateIpAddressesCommand } from '@aws-sdk/client-ec2';
 import { ReceiveMessageCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { until } from '../../infra/local/scenario/until.js';
+import { until } from '../../local-cloud/scenario/until.js';
 import { runMaxPods } from '../../node/max-pods/command.js';
 import { controlPlaneConfigFromEnv } from '../../shared/config/control-plane.js';
 import { ENI_TAGS } from '../../shared/ec2/tags.js';

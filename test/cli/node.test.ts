@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readLocalState, writeLocalState } from '../../infra/cli/local-state.js';
+import { readLocalState, writeLocalState } from '../../cli/local-state.js';
 import { NodeMetrics } from '../../node/metrics/node-metrics.js';
 import { type MetricsServer, startMetricsServer } from '../../node/metrics/server.js';
 import { CliFixture } from './support.js';

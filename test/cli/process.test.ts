@@ -2,9 +2,9 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { runCli } from '../../infra/cli/cli.js';
-import { explainAwsError } from '../../infra/cli/errors.js';
-import { isAlive, statePath, tryReadLocalState } from '../../infra/cli/local-state.js';
+import { runCli } from '../../cli/cli.js';
+import { explainAwsError } from '../../cli/errors.js';
+import { isAlive, statePath, tryReadLocalState } from '../../cli/local-state.js';
 import { runShim } from './support.js';
 
 /**

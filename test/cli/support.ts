@@ -3,13 +3,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { runCli } from '../../infra/cli/cli.js';
-import { writeLocalState } from '../../infra/cli/local-state.js';
-import { LAUNCHING, TERMINATING } from '../../infra/local/autoscaling/simulator.js';
-import { type LocalCloud, startLocalCloud } from '../../infra/local/cloud.js';
-import { type Deployment, deployControlPlane, LAUNCH_HOOK, TERMINATE_HOOK } from '../../infra/local/scenario/deploy.js';
-import { CLUSTER_NAME, TABLE_NAME } from '../../infra/local/scenario/run.js';
-import { until } from '../../infra/local/scenario/until.js';
+import { runCli } from '../../cli/cli.js';
+import { writeLocalState } from '../../cli/local-state.js';
+import { LAUNCHING, TERMINATING } from '../../local-cloud/autoscaling/simulator.js';
+import { type LocalCloud, startLocalCloud } from '../../local-cloud/cloud.js';
+import { type Deployment, deployControlPlane, LAUNCH_HOOK, TERMINATE_HOOK } from '../../local-cloud/scenario/deploy.js';
+import { CLUSTER_NAME, TABLE_NAME } from '../../local-cloud/scenario/run.js';
+import { until } from '../../local-cloud/scenario/until.js';
 import { instanceArn } from '../../shared/domain/arn.js';
 import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
@@ -131,7 +131,7 @@ export class CliFixture {
   }
 }
 
-export const SHIM = join(import.meta.dirname, '..', '..', 'infra', 'cli', 'vpc-lease.mjs');
+export const SHIM = join(import.meta.dirname, '..', '..', 'cli', 'vpc-lease.mjs');
 
 /** The real executable (package.json `bin`), as a separate process with exactly `env`. */
 export function runShim(argv: readonly string[], env: NodeJS.ProcessEnv, timeoutMs = 60_000): Promise<CliRun> {

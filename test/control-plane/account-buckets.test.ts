@@ -1,7 +1,7 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { EC2Client } from '@aws-sdk/client-ec2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEc2Simulator } from '../../infra/local/ec2/index.js';
+import { startEc2Simulator } from '../../local-cloud/ec2/index.js';
 import { systemClock } from '../../shared/clock.js';
 import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { bucketFor, parseEc2Buckets, validateEc2Buckets } from '../../shared/ec2/account-buckets.js';

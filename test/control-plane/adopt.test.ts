@@ -1,6 +1,6 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { LaunchInterfaceSpec } from '../../infra/local/ports.js';
+import type { LaunchInterfaceSpec } from '../../local-cloud/ports.js';
 import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { MUTATING_ACTIONS } from '../../shared/ec2/port.js';
 import { launchTemplateEniTags } from '../../shared/ec2/tags.js';

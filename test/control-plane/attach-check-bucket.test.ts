@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadThrottling } from '../../infra/local/ec2/catalog.js';
-import type { Ec2Call } from '../../infra/local/ec2/simulator.js';
-import { TokenBuckets } from '../../infra/local/ec2/throttle.js';
-import { Timeline } from '../../infra/local/ec2/timeline.js';
+import type { Ec2Call } from '../../local-cloud/ec2/simulator.js';
+import { TokenBuckets } from '../../local-cloud/ec2/throttle.js';
+import { Timeline } from '../../local-cloud/ec2/timeline.js';
+import { loadThrottling } from '../../shared/data/catalog.js';
 import { DESCRIBE_ENIS_UNPAGINATED, describeEnisBucketKey } from '../../shared/ec2/budgeted-ec2.js';
 import type { EniQuery } from '../../shared/ec2/port.js';
 import { launchEventBody } from './support/events.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LAUNCHING } from '../../infra/local/autoscaling/simulator.js';
-import { type LocalCloud, startLocalCloud } from '../../infra/local/cloud.js';
+import { LAUNCHING } from '../../local-cloud/autoscaling/simulator.js';
+import { type LocalCloud, startLocalCloud } from '../../local-cloud/cloud.js';
 import type { AutoScalingPort, LifecycleActionRef } from '../../shared/autoscaling/port.js';
 import { SdkAutoScaling } from '../../shared/autoscaling/sdk-autoscaling.js';
 import { eventually } from './support/cloud.js';

@@ -1,8 +1,8 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createScheduler, type SimScheduler } from '../../infra/local/events/scheduler.js';
-import { type SqsSimulatorHandle, startSqsSimulator } from '../../infra/local/sqs/index.js';
+import { createScheduler, type SimScheduler } from '../../local-cloud/events/scheduler.js';
+import { type SqsSimulatorHandle, startSqsSimulator } from '../../local-cloud/sqs/index.js';
 import { ManualClock } from '../../shared/clock.js';
 import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { budgetedEc2FromEnv, localBudgetEnv } from '../../shared/ec2/budget-env.js';

@@ -1,7 +1,7 @@
 import { ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LAUNCHING, TERMINATING } from '../../infra/local/autoscaling/simulator.js';
-import { type LocalCloud, startLocalCloud } from '../../infra/local/cloud.js';
+import { LAUNCHING, TERMINATING } from '../../local-cloud/autoscaling/simulator.js';
+import { type LocalCloud, startLocalCloud } from '../../local-cloud/cloud.js';
 import { SdkAutoScaling } from '../../shared/autoscaling/sdk-autoscaling.js';
 import { controlPlaneConfigToEnv } from '../../shared/config/control-plane.js';
 import { LAUNCH_DETAIL_TYPE, STATE_CHANGE_DETAIL_TYPE, TERMINATE_DETAIL_TYPE } from '../../shared/lifecycle/events.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Ec2Call } from '../../infra/local/ec2/simulator.js';
+import type { Ec2Call } from '../../local-cloud/ec2/simulator.js';
 import { ManualClock } from '../../shared/clock.js';
 import { BudgetedEc2 } from '../../shared/ec2/budgeted-ec2.js';
 import { MemoryRateBudgetStore, RateBudget, type RateBudgetStore } from '../../shared/ec2/rate-budget.js';

@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { loadInstanceTypes } from '../../infra/local/ec2/catalog.js';
 import { nodeMaxPods } from '../../node/max-pods/figure.js';
 import { shippedInstanceLimits } from '../../node/max-pods/instance-types.js';
+import { loadInstanceTypes } from '../../shared/data/catalog.js';
 import { expandInstanceRows, type InstanceTypeTable, instanceTypeRows } from '../../shared/domain/instance-types.js';
 import { PlanError } from '../../shared/planner/errors.js';
 import { planLaunch } from '../../shared/planner/launch-plan.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { Ec2ApiError } from '../../infra/local/ec2/errors.js';
-import { TokenBuckets } from '../../infra/local/ec2/throttle.js';
-import { Timeline } from '../../infra/local/ec2/timeline.js';
+import { Ec2ApiError } from '../../local-cloud/ec2/errors.js';
+import { TokenBuckets } from '../../local-cloud/ec2/throttle.js';
+import { Timeline } from '../../local-cloud/ec2/timeline.js';
 import { ManualClock } from '../../shared/clock.js';
 import { ec2BucketRates } from '../../shared/ec2/budgeted-ec2.js';
 import {

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { table } from '../../infra/cli/table.js';
-import { parseScenarioArgs } from '../../infra/local/scenario/options.js';
-import type { PodDriver } from '../../infra/local/scenario/pods.js';
-import { renderReport, type ScenarioReport, summarize } from '../../infra/local/scenario/report.js';
-import { Workload } from '../../infra/local/scenario/workload.js';
+import { table } from '../../cli/table.js';
+import { parseScenarioArgs } from '../../local-cloud/scenario/options.js';
+import type { PodDriver } from '../../local-cloud/scenario/pods.js';
+import { renderReport, type ScenarioReport, summarize } from '../../local-cloud/scenario/report.js';
+import { Workload } from '../../local-cloud/scenario/workload.js';
 import type { LeaseStore } from '../../shared/lease-store/port.js';
 
 describe('Function: parseScenarioArgs', () => {

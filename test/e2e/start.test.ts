@@ -4,17 +4,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, describe, expect, it } from 'vitest';
-import { runCli } from '../../infra/cli/cli.js';
-import { readLocalState } from '../../infra/cli/local-state.js';
-import { scrapeAgentCounts } from '../../infra/local/scenario/node-agents.js';
-import type { ScenarioReport } from '../../infra/local/scenario/report.js';
+import { runCli } from '../../cli/cli.js';
+import { readLocalState } from '../../cli/local-state.js';
+import { scrapeAgentCounts } from '../../local-cloud/scenario/node-agents.js';
+import type { ScenarioReport } from '../../local-cloud/scenario/report.js';
 import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
 import { missing } from '../support/capabilities.js';
 import { startDynalite } from '../support/dynalite.js';
 
 /**
- * `npm start` end to end at small size, as a user runs it (tsx infra/local/start.ts, a separate process): the
+ * `npm start` end to end at small size, as a user runs it (tsx local-cloud/start.ts, a separate process): the
  * report's figures must agree with each other and with the data it leaves on disk, every invariant it checks
  * must hold, and no namespace or link may outlive it — not even after Ctrl-C.
  */
@@ -31,13 +31,13 @@ interface Started {
 }
 
 /**
- * `tsx infra/local/start.ts`, what `npm start` runs; `direct` runs it in node with tsx's loader instead, with no
+ * `tsx local-cloud/start.ts`, what `npm start` runs; `direct` runs it in node with tsx's loader instead, with no
  * tsx CLI in between to relay (or, when the child answers late, SIGKILL) on a signal.
  */
 function start(args: readonly string[], direct = false): Started {
   const command = direct ? process.execPath : TSX;
   const prefix = direct ? ['--import', 'tsx'] : [];
-  const child = spawn(command, [...prefix, 'infra/local/start.ts', ...args], {
+  const child = spawn(command, [...prefix, 'local-cloud/start.ts', ...args], {
     cwd: ROOT,
     env: { ...process.env, CI: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -58,7 +58,7 @@ function localDir(): string {
   return dir;
 }
 
-/** Our namespaces and host links currently on this machine (names from infra/local/scenario/host-net.ts). */
+/** Our namespaces and host links currently on this machine (names from local-cloud/scenario/host-net.ts). */
 function leftovers(): string[] {
   if (process.getuid?.() !== 0) return [];
   const ns = execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' })

@@ -5,7 +5,7 @@
 import { randomInt } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { buildCni } from '../../infra/build.js';
+import { buildCni } from '../../packaging/build.js';
 import { bundleGuest, runInVm, writeNodePolicy } from '../vm/vm.js';
 import { allControls, CONFIGS, type ControlShare, configNamed, controlCount } from './configs.js';
 import { type CellResult, type FabricResults, type PluginRetry, RETRY_BUDGET } from './results.js';

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { IMAGE_ARCHES } from '../../infra/image/build-image.js';
-import { DAEMONSET_FILE, IMAGE_PLACEHOLDER, renderDaemonSet } from '../../infra/image/render-daemonset.js';
 import { DEFAULT_METRICS_HOST, DEFAULT_METRICS_PORT, HEALTH_PATH } from '../../node/metrics/server.js';
+import { IMAGE_ARCHES } from '../../packaging/image/build-image.js';
+import { DAEMONSET_FILE, IMAGE_PLACEHOLDER, renderDaemonSet } from '../../packaging/image/render-daemonset.js';
 import { type K8sObject, parseManifest } from './support/manifest.js';
 
 const manifest = readFileSync(DAEMONSET_FILE, 'utf8');

@@ -5,10 +5,10 @@ import { CONTEXT_KEYS } from '../../infra/construct/app-context.js';
 import { citationProblems, codeBlocks, knownNames, ROOT } from './support/doc-citations.js';
 
 const known = knownNames();
-const INFRA = join(ROOT, 'infra');
+const INFRA = join(ROOT, 'docs');
 const deploy = readFileSync(join(INFRA, 'DEPLOY.md'), 'utf8');
 
-describe('infra/DEPLOY.md cites only what the code defines', () => {
+describe('docs/DEPLOY.md cites only what the code defines', () => {
   it('every npm script, CLI command and flag, context key, ConfigMap key, object name and link exists', () => {
     expect(citationProblems(deploy, known, { docDir: INFRA, deployDoc: true })).toEqual([]);
   });

@@ -6,8 +6,8 @@ import { promisify } from 'node:util';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../infra/construct/control-plane-function.js';
-import { lambdaBuildOptions } from '../../infra/lambda-bundle.js';
-import { type Ec2SimulatorServer, startEc2Simulator } from '../../infra/local/ec2/index.js';
+import { type Ec2SimulatorServer, startEc2Simulator } from '../../local-cloud/ec2/index.js';
+import { lambdaBuildOptions } from '../../packaging/lambda-bundle.js';
 
 const run = promisify(execFile);
 
@@ -57,7 +57,7 @@ describe('Lambda bundle options', () => {
   });
 
   it('keeps only the EC2 shapes the code sends: the bundle is under 600 kB', () => {
-    // Without the schema-key rewrite (infra/sdk-schema-keys.ts) every EC2 shape stays: about 930 kB.
+    // Without the schema-key rewrite (packaging/sdk-schema-keys.ts) every EC2 shape stays: about 930 kB.
     expect(statSync(bundle).size).toBeLessThan(600_000);
     expect(readFileSync(bundle, 'utf8')).not.toContain('AcceptAddressTransfer');
   });

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
-import { runCli } from '../../infra/cli/cli.js';
+import { runCli } from '../../cli/cli.js';
 import { parseStrictToml } from './support/strict-toml.js';
 
 // A real YAML parser: the `yaml` package aws-cdk-lib bundles (a dependency of this project).
@@ -9,7 +9,7 @@ const YAML = createRequire(new URL('../../node_modules/aws-cdk-lib/package.json'
   parse(text: string): unknown;
 };
 
-const DOC = new URL('../../infra/docs/max-pods.md', import.meta.url);
+const DOC = new URL('../../docs/max-pods.md', import.meta.url);
 
 interface Snippet {
   readonly kind: string;
@@ -71,7 +71,7 @@ const KINDS: Record<string, { language: string; parse: (t: string) => unknown; i
   },
 };
 
-describe('infra/docs/max-pods.md', () => {
+describe('docs/max-pods.md', () => {
   const all = snippets(readFileSync(DOC, 'utf8'));
 
   it('has one snippet for each of AL2023 nodeadm, Bottlerocket and Karpenter', () => {

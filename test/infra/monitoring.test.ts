@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { NODE_METRIC_NAMES } from '../../node/metrics/node-metrics.js';
 import { missing } from '../support/capabilities.js';
 
-const DIR = join(import.meta.dirname, '..', '..', 'infra', 'monitoring');
+const DIR = join(import.meta.dirname, '..', '..', 'node', 'deploy', 'monitoring');
 const skip = missing('prometheus');
 
 /** Runs promtool; its exit status and everything it printed. */
@@ -47,7 +47,7 @@ function alertExprs(text: string): string[] {
   return [...text.matchAll(/expr: (?:\|\n((?: {10}.*\n)+)|(.*)\n)/g)].map((m) => m[1] ?? m[2] ?? '');
 }
 
-describe.skipIf(skip)('infra/monitoring: alert rules and dashboard', () => {
+describe.skipIf(skip)('node/deploy/monitoring: alert rules and dashboard', () => {
   const temps: string[] = [];
   afterAll(() => {
     for (const t of temps) rmSync(t, { recursive: true, force: true });

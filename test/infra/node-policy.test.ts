@@ -9,7 +9,7 @@ import { CLAIMABLE_INDEX } from '../../shared/lease-store/table.js';
 import { TEST_ENV, TEST_VPC_ID } from './support/stacks.js';
 
 /**
- * The node policy's per-verb requests (infra/DEPLOY.md, "The node role policy") evaluated by a maintained IAM
+ * The node policy's per-verb requests (docs/DEPLOY.md, "The node role policy") evaluated by a maintained IAM
  * evaluator, @cloud-copilot/iam-simulate: each request the plugin makes is allowed, and each variant an
  * attacker would need — another attribute, another partition, another action — is not.
  */

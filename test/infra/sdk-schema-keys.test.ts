@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { rewriteSchemaKeys } from '../../infra/sdk-schema-keys.js';
+import { rewriteSchemaKeys } from '../../packaging/sdk-schema-keys.js';
 
 describe('Function: rewriteSchemaKeys', () => {
   const module = [

@@ -4,17 +4,17 @@ import {
   DescribeAutoScalingGroupsCommand,
 } from '@aws-sdk/client-auto-scaling';
 import { DescribeInstancesCommand, EC2Client } from '@aws-sdk/client-ec2';
-import type { AutoScalingSimulatorHandle } from '../../infra/local/autoscaling/index.js';
-import { startAutoScalingSimulator } from '../../infra/local/autoscaling/index.js';
-import type { Ec2SimulatorServer } from '../../infra/local/ec2/index.js';
-import { startEc2Simulator } from '../../infra/local/ec2/index.js';
-import { EventBus } from '../../infra/local/events/bus.js';
-import type { BusEvent, LifecycleActionDetail } from '../../infra/local/events/event.js';
-import type { SimScheduler } from '../../infra/local/events/scheduler.js';
-import { createScheduler } from '../../infra/local/events/scheduler.js';
-import { queueTarget } from '../../infra/local/events/targets.js';
-import { SqsEngine } from '../../infra/local/sqs/engine.js';
-import type { Queue } from '../../infra/local/sqs/queue.js';
+import type { AutoScalingSimulatorHandle } from '../../local-cloud/autoscaling/index.js';
+import { startAutoScalingSimulator } from '../../local-cloud/autoscaling/index.js';
+import type { Ec2SimulatorServer } from '../../local-cloud/ec2/index.js';
+import { startEc2Simulator } from '../../local-cloud/ec2/index.js';
+import { EventBus } from '../../local-cloud/events/bus.js';
+import type { BusEvent, LifecycleActionDetail } from '../../local-cloud/events/event.js';
+import type { SimScheduler } from '../../local-cloud/events/scheduler.js';
+import { createScheduler } from '../../local-cloud/events/scheduler.js';
+import { queueTarget } from '../../local-cloud/events/targets.js';
+import { SqsEngine } from '../../local-cloud/sqs/engine.js';
+import type { Queue } from '../../local-cloud/sqs/queue.js';
 import { ACCOUNT, eventually, LOCAL_CREDENTIALS, REGION } from './helpers.js';
 
 // 1 simulated second = 20 real ms: a 30 s hook times out after 0.6 s, EC2's 15 s boot takes 0.3 s.

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DynamoDBClient, GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { describe, expect, it } from 'vitest';
-import { startLocalCloud } from '../../infra/local/cloud.js';
+import { startLocalCloud } from '../../local-cloud/cloud.js';
 
 /** Kinds of libuv handles keeping the process alive (servers, sockets, timers), counted. */
 function activeHandles(): Record<string, number> {

@@ -9,9 +9,9 @@ import { DescribeSubnetsCommand, EC2Client } from '@aws-sdk/client-ec2';
 import { GetQueueUrlCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LocalCloud } from '../../infra/local/cloud.js';
-import { startLocalCloud } from '../../infra/local/cloud.js';
-import type { BusEvent, InstanceStateChangeDetail, LifecycleActionDetail } from '../../infra/local/events/event.js';
+import type { LocalCloud } from '../../local-cloud/cloud.js';
+import { startLocalCloud } from '../../local-cloud/cloud.js';
+import type { BusEvent, InstanceStateChangeDetail, LifecycleActionDetail } from '../../local-cloud/events/event.js';
 import { CLAIMABLE_INDEX } from '../../shared/lease-store/table.js';
 import { eventually } from './helpers.js';
 

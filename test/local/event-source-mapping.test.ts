@@ -1,12 +1,12 @@
 import type { SQSEvent, SQSRecord } from 'aws-lambda';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { SimScheduler } from '../../infra/local/events/scheduler.js';
-import { createScheduler } from '../../infra/local/events/scheduler.js';
-import { SqsEngine } from '../../infra/local/sqs/engine.js';
-import type { EventSourceMappingOptions } from '../../infra/local/sqs/event-source-mapping.js';
-import { EventSourceMapping } from '../../infra/local/sqs/event-source-mapping.js';
-import { md5Hex } from '../../infra/local/sqs/md5.js';
-import type { Queue } from '../../infra/local/sqs/queue.js';
+import type { SimScheduler } from '../../local-cloud/events/scheduler.js';
+import { createScheduler } from '../../local-cloud/events/scheduler.js';
+import { SqsEngine } from '../../local-cloud/sqs/engine.js';
+import type { EventSourceMappingOptions } from '../../local-cloud/sqs/event-source-mapping.js';
+import { EventSourceMapping } from '../../local-cloud/sqs/event-source-mapping.js';
+import { md5Hex } from '../../local-cloud/sqs/md5.js';
+import type { Queue } from '../../local-cloud/sqs/queue.js';
 import { ACCOUNT, eventually, REGION, sleepMs } from './helpers.js';
 
 // 1 simulated second = 10 real ms: a 1 s visibility timeout returns a failed record after 10 ms.

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { EventBus } from '../../infra/local/events/bus.js';
-import type { BusEvent } from '../../infra/local/events/event.js';
-import { instanceStateChangeEvent, lifecycleActionEvent } from '../../infra/local/events/event.js';
-import type { EventPattern } from '../../infra/local/events/pattern.js';
-import { InvalidEventPatternError, matchesPattern } from '../../infra/local/events/pattern.js';
+import { EventBus } from '../../local-cloud/events/bus.js';
+import type { BusEvent } from '../../local-cloud/events/event.js';
+import { instanceStateChangeEvent, lifecycleActionEvent } from '../../local-cloud/events/event.js';
+import type { EventPattern } from '../../local-cloud/events/pattern.js';
+import { InvalidEventPatternError, matchesPattern } from '../../local-cloud/events/pattern.js';
 import { ACCOUNT, REGION } from './helpers.js';
 
 const launch = lifecycleActionEvent({

@@ -7,12 +7,12 @@ import {
 } from '@aws-sdk/client-ec2';
 import { fromInstanceMetadata } from '@smithy/credential-provider-imds';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Ec2SimulatorServer } from '../../infra/local/ec2/index.js';
-import { startEc2Simulator } from '../../infra/local/ec2/index.js';
-import type { SimScheduler } from '../../infra/local/events/scheduler.js';
-import { createScheduler } from '../../infra/local/events/scheduler.js';
-import { ImdsService, UnknownInstanceError } from '../../infra/local/imds/service.js';
-import type { SimInstance } from '../../infra/local/ports.js';
+import type { Ec2SimulatorServer } from '../../local-cloud/ec2/index.js';
+import { startEc2Simulator } from '../../local-cloud/ec2/index.js';
+import type { SimScheduler } from '../../local-cloud/events/scheduler.js';
+import { createScheduler } from '../../local-cloud/events/scheduler.js';
+import { ImdsService, UnknownInstanceError } from '../../local-cloud/imds/service.js';
+import type { SimInstance } from '../../local-cloud/ports.js';
 import { ManualClock } from '../../shared/clock.js';
 import { ACCOUNT, eventually, LOCAL_CREDENTIALS, REGION } from './helpers.js';
 

@@ -22,11 +22,11 @@ import {
   TooManyEntriesInBatchRequest,
 } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SimScheduler } from '../../infra/local/events/scheduler.js';
-import { createScheduler } from '../../infra/local/events/scheduler.js';
-import type { SqsSimulatorHandle } from '../../infra/local/sqs/index.js';
-import { startSqsSimulator } from '../../infra/local/sqs/index.js';
-import { md5OfMessageAttributes } from '../../infra/local/sqs/md5.js';
+import type { SimScheduler } from '../../local-cloud/events/scheduler.js';
+import { createScheduler } from '../../local-cloud/events/scheduler.js';
+import type { SqsSimulatorHandle } from '../../local-cloud/sqs/index.js';
+import { startSqsSimulator } from '../../local-cloud/sqs/index.js';
+import { md5OfMessageAttributes } from '../../local-cloud/sqs/md5.js';
 import { ACCOUNT, eventually, LOCAL_CREDENTIALS, REGION } from './helpers.js';
 
 // 1 simulated second = 20 real ms: visibility timeouts and delays run 50x faster than AWS's.

@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { buildCni } from '../../infra/build.js';
 import { HEALTH_PATH } from '../../node/metrics/server.js';
+import { buildCni } from '../../packaging/build.js';
 import { missing } from '../support/capabilities.js';
 import { type AgentProcess, metricsUrlOf, startAgent } from './support/agent-process.js';
 

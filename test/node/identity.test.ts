@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createScheduler } from '../../infra/local/events/scheduler.js';
-import { ImdsService } from '../../infra/local/imds/service.js';
-import type { Ec2SimulatorApi, SimInstance } from '../../infra/local/ports.js';
+import { createScheduler } from '../../local-cloud/events/scheduler.js';
+import { ImdsService } from '../../local-cloud/imds/service.js';
+import type { Ec2SimulatorApi, SimInstance } from '../../local-cloud/ports.js';
 import { loadIdentity } from '../../node/identity/identity.js';
 import { ImdsError } from '../../node/identity/imds.js';
 import { type FakeImds, startFakeImds } from './support/fake-imds.js';
@@ -69,7 +69,7 @@ describe('loadIdentity', () => {
 });
 
 describe('loadIdentity against the local cloud', () => {
-  it('reads the identity and role credentials from infra/local IMDS for a simulated instance', async () => {
+  it('reads the identity and role credentials from local-cloud IMDS for a simulated instance', async () => {
     const instance: SimInstance = {
       instanceId: 'i-0aaaabbbbccccdddd',
       instanceType: 'm5.large',

@@ -4,14 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildCni } from '../../infra/build.js';
-import { runCli as runOperatorCli } from '../../infra/cli/cli.js';
-import { type Ec2SimulatorServer, startEc2Simulator } from '../../infra/local/ec2/index.js';
-import { createScheduler, type SimScheduler } from '../../infra/local/events/scheduler.js';
-import { ImdsService } from '../../infra/local/imds/service.js';
+import { runCli as runOperatorCli } from '../../cli/cli.js';
+import { type Ec2SimulatorServer, startEc2Simulator } from '../../local-cloud/ec2/index.js';
+import { createScheduler, type SimScheduler } from '../../local-cloud/events/scheduler.js';
+import { ImdsService } from '../../local-cloud/imds/service.js';
 import { runMaxPods } from '../../node/max-pods/command.js';
 import { checkKubeletMaxPods } from '../../node/max-pods/figure.js';
 import { kubeletMaxPods, maxPodsInKubeletArgs, maxPodsInKubeletConfig } from '../../node/max-pods/kubelet.js';
+import { buildCni } from '../../packaging/build.js';
 
 const run = promisify(execFile);
 

@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildSea } from '../../infra/build.js';
+import { buildSea } from '../../packaging/build.js';
 import { NodeFixture, runProcess } from './support/node-fixture.js';
 
 const rounds = Number(process.argv[2] ?? 30);

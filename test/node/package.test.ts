@@ -2,7 +2,7 @@ import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, realpathSyn
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildCni, buildSea } from '../../infra/build.js';
+import { buildCni, buildSea } from '../../packaging/build.js';
 import { missing } from '../support/capabilities.js';
 import { runWithoutNode } from '../support/plugin-process.js';
 import { NodeFixture, runProcess } from './support/node-fixture.js';

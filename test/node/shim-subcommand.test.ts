@@ -3,8 +3,8 @@ import { chmodSync, copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildShim } from '../../infra/shim.js';
 import { PLUGIN_EXECUTABLE } from '../../node/installer/install.js';
+import { buildShim } from '../../packaging/shim.js';
 
 /**
  * The shim is what `vpc-lease-cni` is on a node, so operators and kubelet's helpers call it with subcommands

@@ -1,5 +1,5 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { type Ec2SimulatorOptions, type Ec2SimulatorServer, startEc2Simulator } from '../../infra/local/ec2/index.js';
+import { type Ec2SimulatorOptions, type Ec2SimulatorServer, startEc2Simulator } from '../../local-cloud/ec2/index.js';
 import { ManualClock } from '../../shared/clock.js';
 import { type ControlPlaneConfig, parseControlPlaneConfig } from '../../shared/config/control-plane.js';
 import { instanceArn } from '../../shared/domain/arn.js';

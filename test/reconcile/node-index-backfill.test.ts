@@ -1,6 +1,6 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runCli } from '../../infra/cli/cli.js';
+import { runCli } from '../../cli/cli.js';
 import { instanceArn } from '../../shared/domain/arn.js';
 import type { NodeRecord } from '../../shared/domain/node.js';
 import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';

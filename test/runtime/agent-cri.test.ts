@@ -3,9 +3,9 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildSea } from '../../infra/build.js';
-import { writeInstallerImage } from '../../infra/image/build-image.js';
-import { DAEMONSET_FILE, renderDaemonSet } from '../../infra/image/render-daemonset.js';
+import { buildSea } from '../../packaging/build.js';
+import { writeInstallerImage } from '../../packaging/image/build-image.js';
+import { DAEMONSET_FILE, renderDaemonSet } from '../../packaging/image/render-daemonset.js';
 import type { Lease } from '../../shared/domain/lease.js';
 import { parseManifest } from '../infra/support/manifest.js';
 import { NodeFixture } from '../node/support/node-fixture.js';

@@ -3,10 +3,10 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFile
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildSea, seaBaseNode } from '../../infra/build.js';
-import { ARCH_INFO, argv, elfMachine, runner } from '../../infra/cross.js';
-import { installerFiles } from '../../infra/image/build-image.js';
-import { tar } from '../../infra/image/oci.js';
+import { buildSea, seaBaseNode } from '../../packaging/build.js';
+import { ARCH_INFO, argv, elfMachine, runner } from '../../packaging/cross.js';
+import { installerFiles } from '../../packaging/image/build-image.js';
+import { tar } from '../../packaging/image/oci.js';
 import { runPluginProcess } from '../support/plugin-process.js';
 import { crossMissing } from './support/cross.js';
 

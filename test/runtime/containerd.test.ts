@@ -2,9 +2,9 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildSea } from '../../infra/build.js';
-import { imageName, writeInstallerImage } from '../../infra/image/build-image.js';
-import { ociImage } from '../../infra/image/oci.js';
+import { buildSea } from '../../packaging/build.js';
+import { imageName, writeInstallerImage } from '../../packaging/image/build-image.js';
+import { ociImage } from '../../packaging/image/oci.js';
 import { NodeFixture } from '../node/support/node-fixture.js';
 import { missing } from '../support/capabilities.js';
 import { CTR_NAMESPACE, PrivateContainerd } from './support/containerd.js';

@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildSea } from '../../infra/build.js';
+import { buildSea } from '../../packaging/build.js';
 import type { Lease } from '../../shared/domain/lease.js';
 import { NodeFixture } from '../node/support/node-fixture.js';
 import { runPluginProcess } from '../support/plugin-process.js';

@@ -3,10 +3,10 @@ import { closeSync, mkdirSync, mkdtempSync, openSync, readSync, rmSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildSea, seaDistDir } from '../../infra/build.js';
-import { ARCH_INFO, elfMachine } from '../../infra/cross.js';
-import { IMAGE_ARCHES, imageName, writeInstallerImage } from '../../infra/image/build-image.js';
-import type { OciIndex } from '../../infra/image/oci.js';
+import { buildSea, seaDistDir } from '../../packaging/build.js';
+import { ARCH_INFO, elfMachine } from '../../packaging/cross.js';
+import { IMAGE_ARCHES, imageName, writeInstallerImage } from '../../packaging/image/build-image.js';
+import type { OciIndex } from '../../packaging/image/oci.js';
 import { PrivateContainerd } from './support/containerd.js';
 import { containerdMissing, crossMissing } from './support/cross.js';
 

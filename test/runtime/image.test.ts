@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ociImage, ociImageIndex, sha256, tar } from '../../infra/image/oci.js';
+import { ociImage, ociImageIndex, sha256, tar } from '../../packaging/image/oci.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'vpc-lease-oci-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -13,11 +13,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildSea } from '../../infra/build.js';
-import { writeInstallerImage } from '../../infra/image/build-image.js';
-import { sha256, tar } from '../../infra/image/oci.js';
-import { ecrAuthFile, pushImage } from '../../infra/image/push.js';
-import { renderDaemonSet } from '../../infra/image/render-daemonset.js';
+import { buildSea } from '../../packaging/build.js';
+import { writeInstallerImage } from '../../packaging/image/build-image.js';
+import { sha256, tar } from '../../packaging/image/oci.js';
+import { ecrAuthFile, pushImage } from '../../packaging/image/push.js';
+import { renderDaemonSet } from '../../packaging/image/render-daemonset.js';
 import { missing } from '../support/capabilities.js';
 import { PrivateContainerd } from './support/containerd.js';
 import { LocalRegistry } from './support/registry.js';
@@ -221,7 +221,7 @@ describe.skipIf(skip)('push-image → docker-registry → containerd pull by dig
 
   it('pushes the installer archive and prints its digest reference (npm run push-image)', async () => {
     const target = `${registry.host}/team/vpc-lease-cni:0.1.0`;
-    const r = await runTool('npx', ['tsx', 'infra/image/push.ts', target, '--archive', installerArchive]);
+    const r = await runTool('npx', ['tsx', 'packaging/image/push.ts', target, '--archive', installerArchive]);
     expect(r.code, r.stderr).toBe(0);
     pushed = r.stdout.trim();
     expect(pushed).toBe(`${registry.host}/team/vpc-lease-cni@${installerDigest}`);

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { buildSea } from '../../infra/build.js';
+import { buildSea } from '../../packaging/build.js';
 import { type GuestSuite, guestCaseTests, type SuiteRun } from '../vm/suites.js';
 
 /**

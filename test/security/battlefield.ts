@@ -6,11 +6,11 @@ import {
   PutItemCommand,
   QueryCommand,
 } from '@aws-sdk/client-dynamodb';
-import { type LocalCloud, startLocalCloud } from '../../infra/local/cloud.js';
-import type { Ec2Call } from '../../infra/local/ec2/index.js';
-import type { InstanceSession } from '../../infra/local/iam/endpoint.js';
-import { type Deployment, deployControlPlane } from '../../infra/local/scenario/deploy.js';
-import { NodeGroup } from '../../infra/local/scenario/node-group.js';
+import { type LocalCloud, startLocalCloud } from '../../local-cloud/cloud.js';
+import type { Ec2Call } from '../../local-cloud/ec2/index.js';
+import type { InstanceSession } from '../../local-cloud/iam/endpoint.js';
+import { type Deployment, deployControlPlane } from '../../local-cloud/scenario/deploy.js';
+import { NodeGroup } from '../../local-cloud/scenario/node-group.js';
 import { LightDynamoClient } from '../../shared/dynamo/light-client.js';
 import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';

@@ -7,14 +7,14 @@ import {
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type LocalCloud, startLocalCloud } from '../../infra/local/cloud.js';
-import type { InstanceSession } from '../../infra/local/iam/endpoint.js';
+import { type LocalCloud, startLocalCloud } from '../../local-cloud/cloud.js';
+import type { InstanceSession } from '../../local-cloud/iam/endpoint.js';
 import {
   ExpressionError,
   partitionKeyPlaceholder,
   projectedAttributes,
   updatedAttributes,
-} from '../../infra/local/iam/expressions.js';
+} from '../../local-cloud/iam/expressions.js';
 import { signRequest } from '../../shared/dynamo/sigv4.js';
 import { A, leaseKey, nodeKey } from '../../shared/lease-store/item-codec.js';
 import { CLAIMABLE_INDEX } from '../../shared/lease-store/table.js';

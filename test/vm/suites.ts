@@ -7,7 +7,7 @@
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { expect, it } from 'vitest';
-import { buildCni } from '../../infra/build.js';
+import { buildCni } from '../../packaging/build.js';
 import type { GuestCaseResult } from './guest/runner.js';
 import { bundleGuest, runInVm, shellQuote, writeNodePolicy } from './vm.js';
 

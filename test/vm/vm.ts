@@ -20,7 +20,7 @@ import {
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { build } from 'esbuild';
-import { synthesizedNodePolicy } from '../../infra/local/iam/synthesize-node-policy.js';
+import { synthesizedNodePolicy } from '../../local-cloud/iam/synthesize-node-policy.js';
 
 export interface VmOptions {
   /** Host folder the guest may write (mounted at the same path). */

@@ -1,10 +1,10 @@
 import type { SQSEvent } from 'aws-lambda';
-import { LAUNCHING, TERMINATING } from '../../../infra/local/autoscaling/simulator.js';
-import { type LocalCloud, type LocalCloudOptions, startLocalCloud } from '../../../infra/local/cloud.js';
-import { HOOKLESS_LAUNCH_PATTERN } from '../../../infra/local/events/lifecycle-rules.js';
-import type { EventSourceMapping } from '../../../infra/local/sqs/event-source-mapping.js';
-import type { Queue } from '../../../infra/local/sqs/queue.js';
 import { lifecycleDepsFromEnv } from '../../../lambdas/instance-lifecycle/deps.js';
+import { LAUNCHING, TERMINATING } from '../../../local-cloud/autoscaling/simulator.js';
+import { type LocalCloud, type LocalCloudOptions, startLocalCloud } from '../../../local-cloud/cloud.js';
+import { HOOKLESS_LAUNCH_PATTERN } from '../../../local-cloud/events/lifecycle-rules.js';
+import type { EventSourceMapping } from '../../../local-cloud/sqs/event-source-mapping.js';
+import type { Queue } from '../../../local-cloud/sqs/queue.js';
 import { type ControlPlaneConfig, controlPlaneConfigToEnv } from '../../../shared/config/control-plane.js';
 import { localBudgetEnv } from '../../../shared/ec2/budget-env.js';
 import { SdkEc2 } from '../../../shared/ec2/sdk-ec2.js';

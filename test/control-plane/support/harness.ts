@@ -5,7 +5,7 @@ import {
   type Ec2SimulatorOptions,
   type Ec2SimulatorServer,
   startEc2Simulator,
-} from '../../../infra/local/ec2/index.js';
+} from '../../../local-cloud/ec2/index.js';
 import { type Clock, ManualClock, systemClock } from '../../../shared/clock.js';
 import { type ControlPlaneConfig, parseControlPlaneConfig } from '../../../shared/config/control-plane.js';
 import { SdkDynamoApi } from '../../../shared/dynamo/sdk-client.js';

@@ -7,8 +7,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { IamEndpoint } from '../../../infra/local/iam/endpoint.js';
-import type { SynthesizedNodePolicy } from '../../../infra/local/iam/node-policy.js';
+import { IamEndpoint } from '../../../local-cloud/iam/endpoint.js';
+import type { SynthesizedNodePolicy } from '../../../local-cloud/iam/node-policy.js';
 import { instanceArn } from '../../../shared/domain/arn.js';
 import type { NewLease } from '../../../shared/domain/lease.js';
 import { LightDynamoClient } from '../../../shared/dynamo/light-client.js';

@@ -8,7 +8,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import type { SynthesizedNodePolicy } from '../../../infra/local/iam/node-policy.js';
+import type { SynthesizedNodePolicy } from '../../../local-cloud/iam/node-policy.js';
 import { CONFIGS, controlCount, type FabricConfig, hasV4, hasV6, parseShare, shareOf } from '../configs.js';
 import { KUBE_JUMPS, kubeProxyRules } from '../kube-proxy.js';
 import { type CellResult, type FabricResults, RETRY_BUDGET } from '../results.js';

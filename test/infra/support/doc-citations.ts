@@ -1,10 +1,10 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { GLOBAL_OPTION_NAMES } from '../../../infra/cli/args.js';
-import { COMMANDS } from '../../../infra/cli/cli.js';
+import { GLOBAL_OPTION_NAMES } from '../../../cli/args.js';
+import { COMMANDS } from '../../../cli/cli.js';
 import { CONTEXT_KEYS } from '../../../infra/construct/app-context.js';
-import { DAEMONSET_FILE } from '../../../infra/image/render-daemonset.js';
 import { netconfSchema } from '../../../node/config/netconf.js';
+import { DAEMONSET_FILE } from '../../../packaging/image/render-daemonset.js';
 import { parseManifest } from './manifest.js';
 
 export const ROOT = resolve(dirname(DAEMONSET_FILE), '..', '..');
@@ -40,7 +40,7 @@ export function knownNames(): KnownNames {
   const configMap = objects.find((o) => o.kind === 'ConfigMap') as { data?: Record<string, string> } | undefined;
   const nodeSources = sourcesUnder(join(ROOT, 'node')).join('\n');
   const nodeCli = readFileSync(join(ROOT, 'node', 'cli.ts'), 'utf8');
-  const pushSource = readFileSync(join(ROOT, 'infra', 'image', 'push.ts'), 'utf8');
+  const pushSource = readFileSync(join(ROOT, 'packaging', 'image', 'push.ts'), 'utf8');
   return {
     npmScripts: new Set(Object.keys(pkg.scripts)),
     contextKeys: new Set(CONTEXT_KEYS),

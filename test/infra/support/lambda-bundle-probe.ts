@@ -1,5 +1,5 @@
 /**
- * Bundled by test/infra/lambda-bundle.test.ts exactly as the Lambdas are (infra/lambda-bundle.ts), then run in a
+ * Bundled by test/infra/lambda-bundle.test.ts exactly as the Lambdas are (packaging/lambda-bundle.ts), then run in a
  * fresh Node: one SDK call through the bundle's own EC2 client, credentials and endpoint from the environment.
  * The filter and the decoded fields go through the schema traits (query names, XML names) that the bundle's
  * schema-key rewrite touches.

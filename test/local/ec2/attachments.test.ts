@@ -99,7 +99,7 @@ describe('EC2 simulator: attachments', () => {
   });
 
   it('enforces per-network-card limits on multi-card types', async () => {
-    const limits = [...(await import('../../../infra/local/ec2/catalog.js')).loadInstanceTypes().values()].find(
+    const limits = [...(await import('../../../shared/data/catalog.js')).loadInstanceTypes().values()].find(
       (l) => l.networkCards.length > 1,
     );
     if (!limits) throw new Error('the instance-type table has no multi-card type');

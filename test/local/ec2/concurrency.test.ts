@@ -7,7 +7,7 @@ import {
   UnassignPrivateIpAddressesCommand,
 } from '@aws-sdk/client-ec2';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { InstanceStateChange } from '../../../infra/local/ports.js';
+import type { InstanceStateChange } from '../../../local-cloud/ports.js';
 import { type Ec2Harness, errorCode, startHarness, waitFor } from './harness.js';
 
 let h: Ec2Harness;

@@ -12,7 +12,7 @@ import {
   type Ec2SimulatorOptions,
   type Ec2SimulatorServer,
   startEc2Simulator,
-} from '../../../infra/local/ec2/index.js';
+} from '../../../local-cloud/ec2/index.js';
 
 export interface Ec2Harness {
   readonly sim: Ec2SimulatorServer;

@@ -1,12 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { loadThrottling } from '../../../infra/local/ec2/catalog.js';
-import { decodeRequest } from '../../../infra/local/ec2/codec.js';
-import { DEFAULT_LATENCY_MS, LatencyModel } from '../../../infra/local/ec2/latency.js';
-import { SeededRandom } from '../../../infra/local/ec2/random.js';
-import { SubnetPool } from '../../../infra/local/ec2/subnet-pool.js';
-import { DESCRIBE_ENIS_UNPAGINATED, TokenBuckets } from '../../../infra/local/ec2/throttle.js';
-import { Timeline } from '../../../infra/local/ec2/timeline.js';
+import { decodeRequest } from '../../../local-cloud/ec2/codec.js';
+import { DEFAULT_LATENCY_MS, LatencyModel } from '../../../local-cloud/ec2/latency.js';
+import { SeededRandom } from '../../../local-cloud/ec2/random.js';
+import { SubnetPool } from '../../../local-cloud/ec2/subnet-pool.js';
+import { DESCRIBE_ENIS_UNPAGINATED, TokenBuckets } from '../../../local-cloud/ec2/throttle.js';
+import { Timeline } from '../../../local-cloud/ec2/timeline.js';
+import { loadThrottling } from '../../../shared/data/catalog.js';
 import { addressesOf } from '../../../shared/ipv4.js';
 
 function manualTimeline(timeScale: number): { timeline: Timeline; advance: (ms: number) => void } {

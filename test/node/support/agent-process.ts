@@ -2,9 +2,9 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
-import { argv } from '../../../infra/cross.js';
 import { encodeRequest } from '../../../node/agent/protocol.js';
 import { SHIM_SOURCE_FILE } from '../../../node/installer/install.js';
+import { argv } from '../../../packaging/cross.js';
 
 /** The shim the build writes beside the fixture's plugin (with the `vpc-lease-cni-plugin` link it falls back to). */
 export function shimBeside(cni: string): string {

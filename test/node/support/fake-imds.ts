@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 
 /**
  * A small IMDSv2 stand-in for one instance (token PUT, identity document, role credentials), counting requests
- * so tests can see the disk cache at work. The local cloud's IMDS (infra/local/imds) serves the same paths.
+ * so tests can see the disk cache at work. The local cloud's IMDS (local-cloud/imds) serves the same paths.
  */
 export interface FakeImds {
   readonly endpoint: string;

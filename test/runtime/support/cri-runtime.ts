@@ -1,6 +1,6 @@
 import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ociImage } from '../../../infra/image/oci.js';
+import { ociImage } from '../../../packaging/image/oci.js';
 import { runPluginProcess } from '../../support/plugin-process.js';
 import { ensureTool } from '../../tools/build.js';
 import { type CtrRun, PrivateContainerd } from './containerd.js';

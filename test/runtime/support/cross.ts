@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { crossCompilers, hostArch, runner } from '../../../infra/cross.js';
+import { crossCompilers, hostArch, runner } from '../../../packaging/cross.js';
 import { missing } from '../../support/capabilities.js';
 
 /** A missing tool: skipped with the reason printed, or (CI=true) a failure. */

@@ -12,8 +12,8 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { IamEndpoint } from '../../../infra/local/iam/endpoint.js';
-import type { SynthesizedNodePolicy } from '../../../infra/local/iam/node-policy.js';
+import { IamEndpoint } from '../../../local-cloud/iam/endpoint.js';
+import type { SynthesizedNodePolicy } from '../../../local-cloud/iam/node-policy.js';
 import { instanceArn } from '../../../shared/domain/arn.js';
 import type { Lease, NewLease } from '../../../shared/domain/lease.js';
 import { LightDynamoClient } from '../../../shared/dynamo/light-client.js';
