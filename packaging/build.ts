@@ -293,7 +293,7 @@ export function seaDistDir(arch: Arch, distDir: string = dist): string {
  * absolute path next to `process.execPath`. Offline: esbuild, `node --experimental-sea-config` and postject
  * (the blob goes in with LIEF compiled to WebAssembly).
  * `startup` picks how the bundle starts: 'codeCache' (default) ships V8's compiled code for it; 'snapshot'
- * ships a V8 startup snapshot of the evaluated bundle, which starts slower (PERFORMANCE.md): Node builds a
+ * ships a V8 startup snapshot of the evaluated bundle, which starts slower (docs/PERFORMANCE.md): Node builds a
  * custom snapshot without the code cache of its own internals, which then compile on every start.
  */
 export async function buildSea(

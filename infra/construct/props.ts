@@ -78,7 +78,7 @@ export interface VpcLeaseAllocatorProps {
    * Most concurrent instance-lifecycle invocations (the SQS event source's MaximumConcurrency, 2 to 1000): how
    * many launch events are in hand at once. The EC2 call rate is the shared rate budget's to keep, not this
    * cap's; too low a cap leaves launch events unpicked past the hooks' heartbeat timeout in a mass scale-out
-   * and, with raised EC2 buckets, launches late for their turns (test/bench/PERFORMANCE.md). Mind the account's
+   * and, with raised EC2 buckets, launches late for their turns (docs/PERFORMANCE.md). Mind the account's
    * Lambda concurrency quota.
    * @default 4 × the Attach bucket's refill per second, at least 20 (20 at AWS's published buckets, 40 at a doubled Attach)
    */

@@ -29,7 +29,7 @@ export function bucketFor(key: string, overrides: Ec2Buckets = {}): BucketRate {
 
 /**
  * Lambda-seconds one launch holds the lifecycle function in a scale-out paced by the budget (its pickups, the
- * sleeps for its turns, the inline attach wait): ~2–4 in the 1,000-node bench (test/bench/PERFORMANCE.md).
+ * sleeps for its turns, the inline attach wait): ~2–4 in the 1,000-node bench (`npm run bench -- scale --large`).
  */
 export const LIFECYCLE_SECONDS_PER_LAUNCH = 4;
 

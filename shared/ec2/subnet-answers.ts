@@ -4,7 +4,7 @@ import type { Ec2Port, Ec2Subnet, SubnetQuery } from './port.js';
 /**
  * The EC2 port with each DescribeSubnets answer shared for `ttlMs` within a container: launches arriving
  * together plan against the same candidate subnets, and a mass scale-out does not spend the Describe bucket on
- * one DescribeSubnets per launch (test/bench/PERFORMANCE.md). Free-address counts may be that much older; a create refused
+ * one DescribeSubnets per launch (`npm run bench -- scale --large`). Free-address counts may be that much older; a create refused
  * for room moves the ENI to the next candidate subnet (pod-eni-steps.ts), as after any race with another
  * creator. A failed answer (throttled, deferred by the rate budget) is not kept.
  */

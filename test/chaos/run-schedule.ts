@@ -57,7 +57,7 @@ function crashingDeps(schedule: ChaosSchedule, random: () => number, crashes: { 
   const crashed = new Set<string>();
   return (deps: LifecycleDeps, instanceId: string, delivery: number): LifecycleDeps => {
     // One crash per instance at most: each costs a whole visibility timeout before SQS redelivers, and two of
-    // them outlast a lifecycle hook (see PERFORMANCE.md), which is a deployment limit, not an invariant.
+    // them outlast a lifecycle hook (see docs/PERFORMANCE.md), which is a deployment limit, not an invariant.
     if (delivery > 3 || crashed.has(instanceId) || random() >= schedule.crashProbability) return deps;
     crashed.add(instanceId);
     // Dies right after its k-th EC2 call: any point between two calls of a launch or a terminate.
@@ -151,7 +151,7 @@ export async function runSchedule(
     const fill = schedule.fillSubnets ? await seedFillSubnets(c) : undefined;
     const admin = c.cloud.ec2.admin;
     for (const f of schedule.ec2Faults) admin.failNext(f);
-    // A burst, as AWS's are: a storm that never ends outlasts any lifecycle hook (see PERFORMANCE.md).
+    // A burst, as AWS's are: a storm that never ends outlasts any lifecycle hook (see docs/PERFORMANCE.md).
     burst = setTimeout(() => admin.clearFaults(), schedule.ec2BurstMs);
     burst.unref();
     if (schedule.throttleStorm) {

@@ -1,16 +1,16 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CONTEXT_KEYS } from '../../infra/construct/app-context.js';
 import { citationProblems, codeBlocks, knownNames, ROOT } from './support/doc-citations.js';
 
 const known = knownNames();
-const INFRA = join(ROOT, 'docs');
-const deploy = readFileSync(join(INFRA, 'DEPLOY.md'), 'utf8');
+const DOCS = join(ROOT, 'docs');
+const deploy = readFileSync(join(DOCS, 'DEPLOY.md'), 'utf8');
 
 describe('docs/DEPLOY.md cites only what the code defines', () => {
   it('every npm script, CLI command and flag, context key, ConfigMap key, object name and link exists', () => {
-    expect(citationProblems(deploy, known, { docDir: INFRA, deployDoc: true })).toEqual([]);
+    expect(citationProblems(deploy, known, { docDir: DOCS, deployDoc: true })).toEqual([]);
   });
 
   it('lists every context key the app reads in its table', () => {
@@ -39,10 +39,56 @@ describe('docs/DEPLOY.md cites only what the code defines', () => {
   });
 });
 
-describe('README.md cites only what the code defines', () => {
-  it('in its commands and links', () => {
-    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-    expect(citationProblems(readme, known, { docDir: ROOT, deployDoc: false })).toEqual([]);
+/** What .gitignore keeps out of the repository: build outputs and installed packages. */
+const UNTRACKED = new Set(['node_modules', 'dist', 'cdk.out', 'build']);
+
+describe("README.md's folder table", () => {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const section = readme.split(/^## /m).find((s) => s.startsWith('Where each part lives')) ?? '';
+  const listed = new Set(
+    [...section.matchAll(/^\| ([^|]+)\|/gm)].flatMap((row) =>
+      [...row[1]!.matchAll(/`([\w./-]+\/)`/g)].map((m) => m[1]!),
+    ),
+  );
+  const folders = (dir: string): string[] =>
+    readdirSync(join(ROOT, dir), { withFileTypes: true })
+      .filter((e) => e.isDirectory() && !e.name.startsWith('.') && !UNTRACKED.has(e.name))
+      .map((e) => `${dir}${e.name}/`);
+
+  it('names every top-level folder and every folder of shared/, so a newcomer finds each part', () => {
+    // A top-level folder is named by itself or by the rows of its folders (shared/ is, folder by folder).
+    const named = (f: string): boolean => [...listed].some((l) => l.startsWith(f));
+    expect([...folders(''), ...folders('shared/')].filter((f) => !named(f))).toEqual([]);
+  });
+});
+
+/**
+ * The README, every page under docs/ and the suites' pages the README sends a reader to. Not cli/README.md or
+ * local-cloud/START.md: they quote usage lines and printed errors in their code blocks, which are not commands.
+ */
+const GUIDES = [
+  'README.md',
+  ...readdirSync(DOCS)
+    .filter((f) => f.endsWith('.md') && f !== 'DEPLOY.md')
+    .map((f) => join('docs', f)),
+  'node/README.md',
+  'local-cloud/README.md',
+  'shared/lifecycle/README.md',
+  'test/fabric/README.md',
+  'test/security/README.md',
+  'test/tools/README.md',
+];
+
+describe('the guides cite only what the code defines', () => {
+  it('covers the pages under docs/ that the README links', () => {
+    expect(GUIDES).toEqual(expect.arrayContaining(['docs/DESIGN.md', 'docs/OPERATIONS.md', 'docs/PERFORMANCE.md']));
+  });
+
+  it.each(GUIDES)('%s: its commands and links', (page) => {
+    const path = join(ROOT, page);
+    expect(citationProblems(readFileSync(path, 'utf8'), known, { docDir: dirname(path), deployDoc: false })).toEqual(
+      [],
+    );
   });
 });
 
@@ -70,11 +116,11 @@ describe('Function: citationProblems (negative controls)', () => {
     '    }',
     '```',
     '| `nodeImageTarball` | none | gone |',
-    'See [the design](NOWHERE.md) and `--allow-nothing`.',
+    'See [the design](NOWHERE.md) and `--allow-nothing`, `shared/lease-store/nowhere.ts` and `guest/nowhere.ts`.',
   ].join('\n');
 
   it('reports each wrong name once, by kind', () => {
-    const problems = citationProblems(doc, known, { docDir: INFRA, deployDoc: true }).map((p) =>
+    const problems = citationProblems(doc, known, { docDir: DOCS, deployDoc: true }).map((p) =>
       p.replace(/ \(.*\)$/, ''),
     );
     expect(problems).toEqual([
@@ -94,6 +140,8 @@ describe('Function: citationProblems (negative controls)', () => {
       'flag: --allow-nothing',
       'context key (table): nodeImageTarball',
       'link: NOWHERE.md',
+      'path: shared/lease-store/nowhere.ts',
+      'path: guest/nowhere.ts',
     ]);
   });
 });

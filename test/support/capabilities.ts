@@ -5,7 +5,7 @@ import { existsSync } from 'node:fs';
  * Suites that need root, network namespaces or the VM skip with a printed reason where those are missing —
  * except in CI (CI=true), where a missing capability is a failure: a CI run in which they skipped is red.
  */
-export type Capability = 'root' | 'netns' | 'vm' | 'go-plugins' | 'prometheus';
+export type Capability = 'root' | 'netns' | 'vm' | 'go-plugins' | 'prometheus' | 'boto3';
 
 function probe(cap: Capability): string | undefined {
   switch (cap) {
@@ -27,6 +27,13 @@ function probe(cap: Capability): string | undefined {
       return existsSync('/usr/bin/prometheus') && existsSync('/usr/bin/promtool')
         ? undefined
         : 'prometheus (with promtool) is not installed';
+    case 'boto3':
+      try {
+        execFileSync('/usr/bin/python3', ['-c', 'import boto3, jmespath'], { stdio: 'ignore' });
+        return undefined;
+      } catch {
+        return "Debian's python3-boto3 is not installed";
+      }
   }
 }
 

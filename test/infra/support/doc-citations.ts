@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { GLOBAL_OPTION_NAMES } from '../../../cli/args.js';
 import { COMMANDS } from '../../../cli/cli.js';
@@ -177,7 +177,23 @@ export function citationProblems(markdown: string, known: KnownNames, options: C
   if (options.deployDoc) problems.push(...deployDocProblems(markdown, known));
   for (const link of markdown.matchAll(/\]\(((?!https?:|#)[^)#\s]+)/g))
     problems.push(...linkProblem(options.docDir, link[1]!));
+  for (const m of markdown.matchAll(/`([\w.-]+(?:\/[\w.-]+)*\/?)`/g))
+    problems.push(...pathProblem(options.docDir, m[1]!));
   return problems;
+}
+
+const TOP_LEVEL = /^(shared|lambdas|node|infra|local-cloud|cli|packaging|docs|test)\//;
+
+/**
+ * A file or folder of this repository named in a code span: one under a top-level folder resolves from the
+ * root, a relative source or page (`x/y.ts`) from the document's folder or the root. Build and test outputs
+ * (`dist/`, `.test-results/`) and paths on a node (`/etc/…`) are neither.
+ */
+function pathProblem(docDir: string, token: string): string[] {
+  const relative = /^\w/.test(token) && token.includes('/') && /\.(ts|md|json|py)$/.test(token);
+  if (!TOP_LEVEL.test(token) && !relative) return [];
+  if (existsSync(resolve(ROOT, token)) || (!TOP_LEVEL.test(token) && existsSync(resolve(docDir, token)))) return [];
+  return [`path: ${token}`];
 }
 
 function deployDocProblems(markdown: string, known: KnownNames): string[] {
