@@ -84,6 +84,17 @@ function returnRuleKey(family: AddressFamily): Buffer {
   ]);
 }
 
+/** An IPv6-only pod's `from <egress> iif <host veth> lookup main` rule (egress4.ts), by its key. */
+function egressRuleKey(egress: string, hostName: string): Buffer {
+  return Buffer.concat([
+    ruleHeader(32, RT_TABLE_MAIN),
+    attr(FRA_SRC, ipBytes(AF_INET, egress)),
+    attr(FRA_IIFNAME, cString(hostName)),
+    attr(FRA_TABLE, u32le(RT_TABLE_MAIN)),
+    attr(FRA_PRIORITY, u32le(EGRESS_RULE_PRIORITY)),
+  ]);
+}
+
 function openPodNetns(path: string): number | undefined {
   if (path === '') return undefined;
   try {
@@ -142,17 +153,7 @@ export async function teardownPodRouting(
       const egress = egressDir && findEgressAddress(egressDir, spec.hostVeth.containerId, spec.ifName);
       // Rules first: the address may be claimed again the moment its file is gone.
       if (egress)
-        await host.remove(
-          RTM_DELRULE,
-          Buffer.concat([
-            ruleHeader(32, RT_TABLE_MAIN),
-            attr(FRA_SRC, ipBytes(AF_INET, egress)),
-            attr(FRA_IIFNAME, cString(hostName)),
-            attr(FRA_TABLE, u32le(RT_TABLE_MAIN)),
-            attr(FRA_PRIORITY, u32le(EGRESS_RULE_PRIORITY)),
-          ]),
-          `delete the egress rule from ${egress}`,
-        );
+        await host.remove(RTM_DELRULE, egressRuleKey(egress, hostName), `delete the egress rule from ${egress}`);
       if (egressDir) releaseEgressAddress(egressDir, spec.hostVeth.containerId, spec.ifName);
     }
     if (needsTable) {
