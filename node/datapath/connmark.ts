@@ -1,11 +1,11 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, existsSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import { VpcLeaseError } from '../../shared/errors.js';
 import { interfacesWith } from './host-veth.js';
 import { inNetns } from './native.js';
 import { listRules } from './pod-rules.js';
-import { assertIfName, loosenRpFilter } from './rp-filter.js';
+import { loosenRpFilter } from './rp-filter.js';
 import {
   type AddressFamily,
   AF_INET,
@@ -34,8 +34,7 @@ import {
  *   host's path instead of the ENI's table. This part is node-wide and installed once; it is never removed per
  *   pod, since every pod shares it.
  *
- * iptables only with fixed arguments through execFile-style spawns (no shell); the only variable part is the
- * pod veth's name, which the plugin derives itself (`vh-<ifName>`, already checked by the skel).
+ * iptables only for the node-wide part, with fixed arguments through execFile-style spawns (no shell).
  */
 export const CONNMARK = 0x80;
 export const HOST_FWMARK_RULE_PRIORITY = 1_024;
@@ -79,56 +78,26 @@ export function iptablesCommand(name: XtablesTool): readonly string[] {
   throw new IptablesError(`${name} is not installed (needed for the NodePort connmark rules)`);
 }
 
-export function run(
-  command: readonly string[],
-  args: readonly string[],
-  input?: string,
-): { status: number; stderr: string } {
-  const [file, ...first] = command as [string, ...string[]];
-  const out = spawnSync(file, [...first, ...args], {
-    input,
-    encoding: 'utf8',
-    timeout: SPAWN_TIMEOUT_MS,
-    stdio: ['pipe', 'ignore', 'pipe'],
-    env: { PATH: SAFE_PATH },
-  });
-  if (out.error) throw new IptablesError(`failed to run ${file}: ${out.error.message}`, { cause: out.error });
-  return { status: out.status ?? 1, stderr: out.stderr ?? '' };
-}
-
-export function podRules(podVeth: string): string[] {
-  assertIfName(podVeth);
-  const mark = `0x${CONNMARK.toString(16)}/0x${CONNMARK.toString(16)}`;
-  return [
-    `PREROUTING -i ${podVeth} -j CONNMARK --set-xmark ${mark}`,
-    `OUTPUT -m connmark --mark ${mark} -j MARK --set-xmark ${mark}`,
-  ];
-}
-
-/** Most stderr kept from a background iptables run: enough for its error message. */
+/** Most stderr kept from an iptables run: enough for its error message. */
 const STDERR_MAX_BYTES = 4_096;
 
 /**
- * Runs an iptables argv in the pod's netns without blocking the caller's event loop: the child is forked in the
- * netns right away (the fork is part of spawn(), so the switch around it is enough) and its exit awaited later.
- * The agent serves many pods at once; a synchronous spawn would stop every other call for the child's lifetime.
+ * `run` without blocking the event loop: the node-wide installs happen on the request path of a node's first
+ * pods, while the agent serves others.
  */
-export function spawnInNetns(
-  podNsFd: number,
+export function runAsync(
   command: readonly string[],
   args: readonly string[],
-  input: string,
+  input?: string,
 ): Promise<{ status: number; stderr: string }> {
   const [file, ...first] = command as [string, ...string[]];
-  const child = inNetns(podNsFd, () =>
-    spawn(file, [...first, ...args], {
-      stdio: ['pipe', 'ignore', 'pipe'],
-      env: { PATH: SAFE_PATH },
-      timeout: SPAWN_TIMEOUT_MS,
-    }),
-  );
+  const child = spawn(file, [...first, ...args], {
+    stdio: ['pipe', 'ignore', 'pipe'],
+    env: { PATH: SAFE_PATH },
+    timeout: SPAWN_TIMEOUT_MS,
+  });
   child.stdin?.on('error', () => undefined); // a child that failed to start reports through 'error' below
-  child.stdin?.end(input);
+  child.stdin?.end(input ?? '');
   let stderr = '';
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
     if (stderr.length < STDERR_MAX_BYTES) stderr += chunk;
@@ -137,55 +106,6 @@ export function spawnInNetns(
     child.once('error', (err) => reject(new IptablesError(`failed to run ${file}: ${err.message}`, { cause: err })));
     child.once('close', (code) => resolve({ status: code ?? 1, stderr }));
   });
-}
-
-/**
- * Installs the pod-side mark rules (one iptables-restore, no flush of anything else), started now and finished
- * in the background: the caller must await it before the pod counts as ready. A bad name throws at once.
- */
-export function startInstallPodConnmark(podNsFd: number, podVeth: string): Promise<void> {
-  const input = ['*mangle', ...podRules(podVeth).map((r) => `-A ${r}`), 'COMMIT', ''].join('\n');
-  return spawnInNetns(podNsFd, iptablesCommand('iptables-restore'), ['-w', '5', '--noflush'], input).then((res) => {
-    if (res.status !== 0) throw new IptablesError(`failed to install the pod connmark rules: ${res.stderr.trim()}`);
-  });
-}
-
-/** Removes the pod-side mark rules; rules already gone are fine (DEL and undo are idempotent). */
-export function removePodConnmark(podNsFd: number, podVeth: string): 'removed' | 'absent' {
-  const rules = podRules(podVeth);
-  const input = ['*mangle', ...rules.map((r) => `-D ${r}`), 'COMMIT', ''].join('\n');
-  return inNetns(podNsFd, () => {
-    if (run(iptablesCommand('iptables-restore'), ['-w', '5', '--noflush'], input).status === 0) return 'removed';
-    // Some rule was missing (the whole restore is refused then): delete what is there one by one.
-    let removed = false;
-    for (const rule of rules) {
-      const res = run(iptablesCommand('iptables'), ['-w', '5', '-t', 'mangle', '-D', ...rule.split(' ')]);
-      removed ||= res.status === 0;
-    }
-    return removed ? 'removed' : 'absent';
-  });
-}
-
-/**
- * The same removal, started in the background (spawnInNetns), so DEL's iptables run overlaps its store request.
- * Only when the one-shot restore is refused (some rule was already gone) does it fall back to the rule-by-rule
- * removal, in a netns opened again by path.
- */
-export async function startRemovePodConnmark(
-  podNsFd: number,
-  podVeth: string,
-  reopen: () => number | undefined,
-): Promise<'removed' | 'absent'> {
-  const input = ['*mangle', ...podRules(podVeth).map((r) => `-D ${r}`), 'COMMIT', ''].join('\n');
-  const res = await spawnInNetns(podNsFd, iptablesCommand('iptables-restore'), ['-w', '5', '--noflush'], input);
-  if (res.status === 0) return 'removed';
-  const fd = reopen();
-  if (fd === undefined) return 'absent';
-  try {
-    return removePodConnmark(fd, podVeth);
-  } finally {
-    closeSync(fd);
-  }
 }
 
 /** Lists the mangle rules of a namespace as iptables-save prints them (CHECK and tests). */
@@ -275,7 +195,19 @@ async function addMarkRule(socket: RtNetlinkSocket, rule: ReturnType<typeof mark
  * - anything else a pod forwards through its veth is dropped: only DNATed (service) connections may pass, so a
  *   pod cannot reach IMDS, or anything else, with the node's address.
  */
-export async function ensureHostConnmark(
+export function ensureHostConnmark(
+  host: RtNetlinkSocket,
+  hostIps: readonly string[],
+): Promise<'installed' | 'present'> {
+  installing4 ??= installHostConnmark(host, hostIps).finally(() => {
+    installing4 = undefined;
+  });
+  return installing4;
+}
+/** Concurrent first ADDs share one install. */
+let installing4: Promise<'installed' | 'present'> | undefined;
+
+async function installHostConnmark(
   host: RtNetlinkSocket,
   hostIps: readonly string[],
 ): Promise<'installed' | 'present'> {
@@ -284,12 +216,27 @@ export async function ensureHostConnmark(
   // Masqueraded service replies come back on the host's own interfaces (the boot ENI) addressed to a pod whose
   // `from` rule points elsewhere: those interfaces need loose reverse-path filtering (rp-filter.ts).
   for (const name of await interfacesWith(host, hostIps)) loosenRpFilter(name);
-  const has = (table: string, chain: string, target: string): boolean =>
-    run(iptablesCommand('iptables'), ['-w', '5', '-t', table, '-C', chain, '-j', target]).status === 0;
-  const res = run(iptablesCommand('iptables-restore'), ['-w', '5', '--noflush'], hostChainsInput(has));
+  const input = hostChainsInput(await jumpsPresent(iptablesCommand('iptables')));
+  const res = await runAsync(iptablesCommand('iptables-restore'), ['-w', '5', '--noflush'], input);
   if (res.status !== 0) throw new IptablesError(`failed to install the host connmark rules: ${res.stderr.trim()}`);
   await addHostFwmarkRule(host, AF_INET);
   return 'installed';
+}
+
+/** Which of the three node-wide jumps are there already (`-C`, one run each), for hostChainsInput. */
+export async function jumpsPresent(
+  iptables: readonly string[],
+): Promise<(table: string, chain: string, target: string) => boolean> {
+  const jumps = [
+    ['mangle', 'PREROUTING', HOST_CHAIN],
+    ['filter', 'FORWARD', FORWARD_CHAIN],
+    ['nat', 'POSTROUTING', SNAT_CHAIN],
+  ] as const;
+  const present = new Set<string>();
+  for (const [table, chain, target] of jumps)
+    if ((await runAsync(iptables, ['-w', '5', '-t', table, '-C', chain, '-j', target])).status === 0)
+      present.add(`${table} ${chain} ${target}`);
+  return (table, chain, target) => present.has(`${table} ${chain} ${target}`);
 }
 
 /** The node-wide chains as iptables-restore input, the same for both families; `has` says a jump is there. */

@@ -1,20 +1,33 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import { formatIpv4, parseCidr } from '../../shared/ipv4.js';
 import { attachmentFileName, attachmentTempName } from '../journal/names.js';
-import { IptablesError, iptablesCommand, listed, run } from './connmark.js';
+import { IptablesError, iptablesCommand, runAsync } from './connmark.js';
+import { hostVethName } from './host-veth.js';
+import { listRules } from './pod-rules.js';
 import { IMDS_ADDRESS } from './port.js';
 import { assertIfName } from './rp-filter.js';
-import { AF_INET, CREATE_EXCL, CREATE_REPLACE, ipBytes, REQUEST_TIMEOUT_MS, RT_TABLE_MAIN, rtnl } from './rtnl.js';
+import {
+  AF_INET,
+  CREATE_EXCL,
+  CREATE_REPLACE,
+  EEXIST,
+  errnoOf,
+  ipBytes,
+  REQUEST_TIMEOUT_MS,
+  RT_TABLE_MAIN,
+  rtnl,
+  rtnlDelete,
+} from './rtnl.js';
 
 /**
  * IPv4 egress for IPv6-only pods, as aws-vpc-cni's egress plugin gives it: the pod's end of the host veth gets a
  * link-local IPv4 address, a default route to the host, and the host forwards what it sends out with the node's
  * address (MASQUERADE: the address of the interface the main table sends it out by, the boot ENI, which EC2's
- * source/destination check accepts). Per pod, the host accepts and rewrites only that address arriving on that
- * pod's veth, and never forwards it to a link-local destination (IMDS answers the node's address).
+ * source/destination check accepts). The host routes each address only when it arrives on its own pod's veth
+ * (a fib rule per pod), and never forwards it to a link-local destination (IMDS answers the node's address).
  */
 export const EGRESS4_CIDR = '169.254.172.0/22';
 export const EGRESS_CHAIN = 'VPC-LEASE-EGRESS4';
@@ -106,84 +119,129 @@ export function releaseEgressAddress(dir: string, containerId: string, ifName: s
   rmSync(index, { force: true });
 }
 
-function podEgressRules(hostVeth: string, ip: string): { filter: string[]; nat: string[] } {
-  assertIfName(hostVeth);
-  const from = `-s ${ip}/32 -i ${hostVeth}`;
-  return {
-    filter: [`-A ${EGRESS_CHAIN} ${from} -d ${LINK_LOCAL} -j DROP`, `-A ${EGRESS_CHAIN} ${from} -j ACCEPT`],
-    nat: [`-A ${EGRESS_CHAIN} -s ${ip}/32 ! -d ${MULTICAST} ! -o vlh+ -j MASQUERADE`],
-  };
-}
-
-function restore(input: string): { status: number; stderr: string } {
-  return run(iptablesCommand('iptables-restore'), ['-w', '5', '--noflush'], input);
-}
-
-function egressChainExists(table: 'filter' | 'nat'): boolean {
-  return run(iptablesCommand('iptables'), ['-w', '5', '-t', table, '-S', EGRESS_CHAIN]).status === 0;
-}
-
 /**
- * Creates the chain with `-N`, which fails on an existing chain and so never empties one: two first ADDs that both
- * found it missing would otherwise have the second's restore declaration flush the rules the first put in it.
+ * Node-wide, made once: the source range from any pod veth is accepted (never towards a link-local address: IMDS
+ * answers the node's address) and masqueraded. What ties an address to its pod's veth is the pod's fib rule below.
  */
-export function createEgressChain(table: 'filter' | 'nat'): void {
-  const res = run(iptablesCommand('iptables'), ['-w', '5', '-t', table, '-N', EGRESS_CHAIN]);
-  if (res.status !== 0 && !egressChainExists(table))
-    throw new IptablesError(`failed to create ${EGRESS_CHAIN} in ${table}: ${res.stderr.trim()}`);
-}
-
-/**
- * The node-wide chains, made once: the filter chain first in FORWARD (ahead of connmark.ts's VPC-LEASE-FORWARD,
- * which drops whatever a pod veth sends that is not service traffic), the nat chain in POSTROUTING.
- */
-function ensureEgressChains(): void {
-  const ipt = iptablesCommand('iptables');
-  const jumps = (table: string, chain: string): boolean =>
-    run(ipt, ['-w', '5', '-t', table, '-C', chain, '-j', EGRESS_CHAIN]).status === 0;
-  for (const table of ['filter', 'nat'] as const) if (!egressChainExists(table)) createEgressChain(table);
-  const input = [
+function nodeEgressInput(jumps: (table: string, chain: string) => boolean): string {
+  const from = `-s ${EGRESS4_CIDR} -i vlh+`;
+  return [
     '*filter',
+    // Declaring the chain in a --noflush restore empties it: rerunning never appends twice.
+    `:${EGRESS_CHAIN} - [0:0]`,
+    `-A ${EGRESS_CHAIN} ${from} -d ${LINK_LOCAL} -j DROP`,
+    `-A ${EGRESS_CHAIN} ${from} -j ACCEPT`,
     ...(jumps('filter', 'FORWARD') ? [] : [`-I FORWARD 1 -j ${EGRESS_CHAIN}`]),
     'COMMIT',
     '*nat',
+    `:${EGRESS_CHAIN} - [0:0]`,
+    `-A ${EGRESS_CHAIN} -s ${EGRESS4_CIDR} ! -d ${MULTICAST} ! -o vlh+ -j MASQUERADE`,
     ...(jumps('nat', 'POSTROUTING') ? [] : [`-A POSTROUTING -j ${EGRESS_CHAIN}`]),
     'COMMIT',
     '',
   ].join('\n');
-  const res = restore(input);
-  if (res.status !== 0) throw new IptablesError(`failed to install the IPv4 egress chains: ${res.stderr.trim()}`);
 }
 
-/** The pod's host rules, in one restore (the chains made first when it finds them missing). */
-export function installEgressRules(hostVeth: string, ip: string): void {
-  const rules = podEgressRules(hostVeth, ip);
-  const input = ['*filter', ...rules.filter, 'COMMIT', '*nat', ...rules.nat, 'COMMIT', ''].join('\n');
-  if (restore(input).status === 0) return;
-  ensureEgressChains();
-  const res = restore(input);
-  if (res.status !== 0) throw new IptablesError(`failed to install the IPv4 egress rules: ${res.stderr.trim()}`);
+/**
+ * Per pod, over netlink: `from <address> iif <its host veth> lookup main`, before the node-wide
+ * `from 169.254.172.0/22 unreachable` guard, so an address is routed only when it arrives on its own pod's veth.
+ * Both sit before the NodePort `fwmark` rule (1024), which every new connection from a pod veth carries.
+ */
+export const EGRESS_RULE_PRIORITY = 1_000;
+export const EGRESS_GUARD_PRIORITY = 1_001;
+const FR_ACT_TO_TBL = 1;
+const FR_ACT_UNREACHABLE = 7;
+
+function egressRule(hostVeth: string, ip: string) {
+  return {
+    header: { family: AF_INET, srcLen: 32, table: RT_TABLE_MAIN, action: FR_ACT_TO_TBL },
+    attrs: { src: ipBytes(AF_INET, ip), iifname: hostVeth, table: RT_TABLE_MAIN, priority: EGRESS_RULE_PRIORITY },
+  };
 }
 
-/** Every host rule naming this source address, whatever veth it names (DEL may not know it). */
-export function egressRulesOf(ip: string): { filter: string[]; nat: string[] } {
+/** The pod's rule; an equal one already there is a leftover of this attachment's earlier try (its address). */
+export async function addEgressRule(host: RtNetlinkSocket, hostVeth: string, ip: string): Promise<void> {
+  assertIfName(hostVeth);
+  const rule = egressRule(hostVeth, ip);
+  try {
+    await host.newRule(rule.header, rule.attrs, { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL });
+  } catch (err) {
+    if (errnoOf(err) !== EEXIST)
+      await rtnl(`add the egress rule from ${ip} iif ${hostVeth}`, () => Promise.reject(err));
+  }
+}
+
+export function removeEgressRule(host: RtNetlinkSocket, hostVeth: string, ip: string): Promise<'removed' | 'absent'> {
+  const rule = egressRule(hostVeth, ip);
+  return rtnlDelete(`delete the egress rule from ${ip} iif ${hostVeth}`, () =>
+    host.delRule(rule.header, rule.attrs, { timeout: REQUEST_TIMEOUT_MS }),
+  );
+}
+
+/** Whether the pod's rule is there (CHECK). */
+export async function hasEgressRule(host: RtNetlinkSocket, hostVeth: string, ip: string): Promise<boolean> {
+  const rules = await listRules(host);
+  return rules.some((r) => r.src === ip && r.iifname === hostVeth && r.priority === EGRESS_RULE_PRIORITY);
+}
+
+let installing: Promise<void> | undefined;
+
+/**
+ * The node-wide half, by the first IPv6-only pod: the chains, then the rules of addresses claimed before (an
+ * agent that kept per-pod iptables rules), then the guard last, so its presence (one dump, no process) says the
+ * rest is there. Concurrent first ADDs share one install.
+ */
+export function ensureNodeEgress(host: RtNetlinkSocket, dir: string): Promise<void> {
+  installing ??= installNodeEgress(host, dir).finally(() => {
+    installing = undefined;
+  });
+  return installing;
+}
+
+async function installNodeEgress(host: RtNetlinkSocket, dir: string): Promise<void> {
+  if ((await listRules(host)).some((r) => r.priority === EGRESS_GUARD_PRIORITY)) return;
   const ipt = iptablesCommand('iptables');
-  const of = (table: string): string[] =>
-    listed(ipt, ['-t', table, '-S', EGRESS_CHAIN], true).filter((r) => r.includes(` -s ${ip}/32 `));
-  return { filter: of('filter'), nat: of('nat') };
+  const has = new Set<string>();
+  for (const [table, chain] of [
+    ['filter', 'FORWARD'],
+    ['nat', 'POSTROUTING'],
+  ] as const)
+    if ((await runAsync(ipt, ['-w', '5', '-t', table, '-C', chain, '-j', EGRESS_CHAIN])).status === 0)
+      has.add(`${table} ${chain}`);
+  const res = await runAsync(
+    iptablesCommand('iptables-restore'),
+    ['-w', '5', '--noflush'],
+    nodeEgressInput((t, c) => has.has(`${t} ${c}`)),
+  );
+  if (res.status !== 0) throw new IptablesError(`failed to install the IPv4 egress chains: ${res.stderr.trim()}`);
+  for (const [ip, key] of claimedAddresses(dir)) {
+    const [containerId, ifName] = [key.slice(0, key.lastIndexOf('/')), key.slice(key.lastIndexOf('/') + 1)];
+    await addEgressRule(host, hostVethName(containerId, ifName), ip);
+  }
+  try {
+    await host.newRule(
+      { family: AF_INET, srcLen: range.prefixLength, table: 0, action: FR_ACT_UNREACHABLE },
+      { src: ipBytes(AF_INET, formatIpv4(range.network)), priority: EGRESS_GUARD_PRIORITY },
+      { timeout: REQUEST_TIMEOUT_MS, flags: CREATE_EXCL },
+    );
+  } catch (err) {
+    if (errnoOf(err) !== EEXIST) await rtnl('add the egress guard rule', () => Promise.reject(err));
+  }
 }
 
-/** Removes them; none left is fine (DEL and undo are idempotent). */
-export function removeEgressRules(ip: string): 'removed' | 'absent' {
-  const rules = egressRulesOf(ip);
-  if (rules.filter.length + rules.nat.length === 0) return 'absent';
-  const del = (r: string): string => r.replace(/^-A /, '-D ');
-  const input = ['*filter', ...rules.filter.map(del), 'COMMIT', '*nat', ...rules.nat.map(del), 'COMMIT', ''];
-  const res = restore(input.join('\n'));
-  if (res.status !== 0) throw new IptablesError(`failed to remove the IPv4 egress rules: ${res.stderr.trim()}`);
-  return 'removed';
+/** Every address file of the directory with the attachment holding it. */
+function claimedAddresses(dir: string): [string, string][] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  return names.flatMap((ip) => {
+    const key = readIfThere(join(dir, ip));
+    return key === undefined || !key.includes('/') ? [] : [[ip, key] as [string, string]];
+  });
 }
-
 /** The pod's side, first its address: a /32 on its veth end, the source of its routes to the host. */
 export async function addEgressAddress(pod: RtNetlinkSocket, podIndex: number, ip: string): Promise<void> {
   const bytes = ipBytes(AF_INET, ip);

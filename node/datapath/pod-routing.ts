@@ -4,28 +4,20 @@ import {
   addPodReturnPath,
   ensureHostConnmark,
   IptablesError,
-  mangleRules,
   POD_RETURN_TABLE,
-  removePodConnmark,
   removePodReturnRule,
-  startInstallPodConnmark,
 } from './connmark.js';
-import {
-  addPodReturnPath6,
-  ensureHostConnmark6,
-  mangleRules6,
-  removePodConnmark6,
-  startInstallPodConnmark6,
-} from './connmark6.js';
+import { addPodReturnPath6, ensureHostConnmark6 } from './connmark6.js';
 import {
   addEgressAddress,
   addEgressRoutes,
+  addEgressRule,
   claimEgressAddress,
-  egressRulesOf,
+  ensureNodeEgress,
   findEgressAddress,
-  installEgressRules,
+  hasEgressRule,
   releaseEgressAddress,
-  removeEgressRules,
+  removeEgressRule,
 } from './egress4.js';
 import {
   addHostRoute,
@@ -41,11 +33,12 @@ import {
   podVethName,
 } from './host-veth.js';
 import { NetnsMissingError, NotANetnsError, openNetns } from './netns.js';
+import { expectedPodMarkRules, installPodMarks, podMarkRules, removePodMarks } from './pod-marks.js';
 import { addPodRule, deletePodRule, listRules, rulesFrom } from './pod-rules.js';
 import type { IpvlanMode, PodAddress } from './port.js';
 import { addEniRoute, deleteEniRoute, hasPodRoute, tableForDevice, tableRoutes } from './route-tables.js';
 import { unfilterPodVeth, validateHostVethByMark } from './rp-filter.js';
-import { AF_INET, AF_INET6, afOf, type CreateRtnl, indexOfLink, socketInNetns } from './rtnl.js';
+import { type AddressFamily, AF_INET, AF_INET6, afOf, type CreateRtnl, indexOfLink, socketInNetns } from './rtnl.js';
 import type { UndoStack } from './undo.js';
 
 /**
@@ -153,35 +146,80 @@ function cidrsOf(cidrs: readonly string[], family: typeof AF_INET | typeof AF_IN
   return cidrs.filter((c) => afOf(c.split('/')[0]!) === family);
 }
 
+/** What the table setups share: the sockets, the spec, the undo stack and the fault hook. */
+interface SetupContext {
+  readonly s: RoutingSockets;
+  readonly spec: PodRoutingSpec;
+  readonly undo: UndoStack;
+  readonly fault: (step: RoutingStep) => void;
+}
+
+/** What the host veth's setups share beyond it, once the pair exists. */
+interface VethContext extends SetupContext {
+  readonly hostName: string;
+  readonly podName: string;
+  readonly pair: { readonly hostIndex: number; readonly podIndex: number };
+  readonly v4: string | undefined;
+  readonly v6: string | undefined;
+  readonly hostIps: readonly string[];
+  readonly hostIps6: readonly string[];
+  /** An IPv6-only pod's IPv4 egress address, once claimed (claimEgress). */
+  egress?: string;
+}
+
+/** Each setup does one part, pushes its own undo before the next starts, and then reports its step to `fault`. */
+type Setup<C> = (c: C) => Promise<void>;
+
+/** L3/L3S: the pod's `from` rule first, then its route: the route is what keeps the ENI's table alive. */
+const TABLE_SETUPS: readonly Setup<SetupContext>[] = [addTableRules, addTableRoutes];
+const VETH_SETUPS: readonly Setup<VethContext>[] = [
+  claimEgress,
+  addHostRoutes,
+  addPodRoutes,
+  addReturnPath,
+  addMarks,
+  addEgress,
+];
+
 export async function setupPodRouting(
   s: RoutingSockets,
   spec: PodRoutingSpec,
   undo: UndoStack,
   fault: (step: RoutingStep) => void,
 ): Promise<void> {
-  if (needsTable(spec.mode)) {
-    const table = tableForDevice(spec.tableBase, spec.deviceIndex);
-    // Rule first, route second, and undo in reverse: the pod's own route is what keeps its table alive.
-    for (const { ip } of podIps(spec)) {
-      await addPodRule(s.host, { podIp: ip, table });
-      undo.push('add-rule', async () => {
-        await deletePodRule(s.host, { podIp: ip, table });
-      });
-    }
-    fault('add-rule');
-    for (const { ip, gateway } of podIps(spec)) {
-      undo.push('add-table-route', async () => {
-        await deleteEniRoute(s.host, { table, podIp: ip });
-      });
-      await addEniRoute(s.host, { table, gateway, masterIndex: spec.masterIndex, podIp: ip });
-    }
-    fault('add-table-route');
-  }
+  const c: SetupContext = { s, spec, undo, fault };
+  if (needsTable(spec.mode)) for (const setup of TABLE_SETUPS) await setup(c);
   if (!spec.hostVeth) return;
+  const v = await createHostVeth(c, spec.hostVeth);
+  for (const setup of VETH_SETUPS) await setup(v);
+}
 
-  const hostName = hostVethName(spec.hostVeth.containerId, spec.ifName);
+async function addTableRules({ s, spec, undo, fault }: SetupContext): Promise<void> {
+  const table = tableForDevice(spec.tableBase, spec.deviceIndex);
+  for (const { ip } of podIps(spec)) {
+    await addPodRule(s.host, { podIp: ip, table });
+    undo.push('add-rule', async () => {
+      await deletePodRule(s.host, { podIp: ip, table });
+    });
+  }
+  fault('add-rule');
+}
+
+async function addTableRoutes({ s, spec, undo, fault }: SetupContext): Promise<void> {
+  const table = tableForDevice(spec.tableBase, spec.deviceIndex);
+  for (const { ip, gateway } of podIps(spec)) {
+    undo.push('add-table-route', async () => {
+      await deleteEniRoute(s.host, { table, podIp: ip });
+    });
+    await addEniRoute(s.host, { table, gateway, masterIndex: spec.masterIndex, podIp: ip });
+  }
+  fault('add-table-route');
+}
+
+async function createHostVeth(c: SetupContext, hostVeth: HostVethOptions): Promise<VethContext> {
+  const { s, spec, undo } = c;
+  const hostName = hostVethName(hostVeth.containerId, spec.ifName);
   const podName = podVethName(spec.ifName);
-  const v4 = podIpOf(spec, AF_INET);
   const v6 = podIpOf(spec, AF_INET6);
   const hostIps = await hostAddresses(s.host);
   const hostIps6 = v6 ? await hostAddresses(s.host, AF_INET6) : [];
@@ -190,91 +228,98 @@ export async function setupPodRouting(
     await deleteLinkByName(s.host, hostName);
   });
   const pair = await createVethPair(s.host, s.pod, { hostName, podName, podNsFd: s.podNsFd, mtu: spec.mtu });
-  const firstHostIp = hostIps[0];
-  // NodePort reaches the pod's VPC addresses only: an egress address gets no return path of its own.
-  const returnV4 = v4 !== undefined && firstHostIp !== undefined;
-  // The pod's IPv4 mark rules name only its veth: their iptables run overlaps the netlink steps below (and, in
-  // the agent, other pods' calls) and is awaited before this ADD can succeed. Its undo waits for it to end first.
-  const marks = returnV4 ? startInstallPodConnmark(s.podNsFd, podName) : undefined;
-  if (marks) {
-    marks.catch(() => undefined); // awaited below, or by the undo when an earlier step fails
-    undo.push('add-connmark', async () => {
-      await marks.catch(() => undefined);
-      removePodConnmark(s.podNsFd, podName);
-    });
-  }
-  // The IPv6 marks alike, beside the IPv4 ones: a dual pod's two runs overlap each other too.
-  const marks6 = v6 ? startInstallPodConnmark6(s.podNsFd, podName) : undefined;
-  if (marks6) {
-    marks6.catch(() => undefined);
-    undo.push('add-connmark', async () => {
-      await marks6.catch(() => undefined);
-      removePodConnmark6(s.podNsFd, podName);
-    });
-  }
   // Both ends carry traffic whose route back leaves elsewhere, and neither has an address (see rp-filter.ts).
   validateHostVethByMark(hostName);
   unfilterPodVeth(s.podNsFd, podName);
   if (v6) await addVethLinkLocals(s.host, s.pod, pair);
-  fault('create-veth');
+  c.fault('create-veth');
+  return { ...c, hostName, podName, pair, v4: podIpOf(spec, AF_INET), v6, hostIps, hostIps6 };
+}
 
-  // An IPv6-only pod reaches IPv4 through the host, from a link-local address of its own (egress4.ts).
-  const egressDir = v4 === undefined ? spec.hostVeth.egress4Dir : undefined;
-  let egress: string | undefined;
-  if (egressDir !== undefined) {
-    const { containerId } = spec.hostVeth;
-    // Pushed first: a claim that fails half-way (its index written, no address) is cleaned too.
-    undo.push('claim-egress', () => releaseEgressAddress(egressDir, containerId, spec.ifName));
-    const ip = claimEgressAddress(egressDir, containerId, spec.ifName);
-    egress = ip;
-    await addEgressAddress(s.pod, pair.podIndex, ip);
-    fault('claim-egress');
-  }
-  const src4 = v4 ?? egress;
-  // Routes on either end go with the pair: their undo is the veth's.
-  if (src4 !== undefined) await addHostRoute(s.host, { hostIndex: pair.hostIndex, podIp: src4 });
-  if (v6) await addHostRoute6(s.host, { hostIndex: pair.hostIndex, podIp: v6 });
-  fault('add-host-route');
+/** An IPv6-only pod reaches IPv4 through the host, from a link-local address of its own (egress4.ts). */
+async function claimEgress(v: VethContext): Promise<void> {
+  const dir = v.v4 === undefined ? v.spec.hostVeth?.egress4Dir : undefined;
+  if (dir === undefined) return;
+  const { containerId } = v.spec.hostVeth!;
+  // Pushed first: a claim that fails half-way (its index written, no address) is cleaned too.
+  v.undo.push('claim-egress', () => releaseEgressAddress(dir, containerId, v.spec.ifName));
+  v.egress = claimEgressAddress(dir, containerId, v.spec.ifName);
+  await addEgressAddress(v.s.pod, v.pair.podIndex, v.egress);
+  v.fault('claim-egress');
+}
+
+/** The host's /32 (/128) to the pod; routes on either end go with the pair: their undo is the veth's. */
+async function addHostRoutes(v: VethContext): Promise<void> {
+  const src4 = v.v4 ?? v.egress;
+  if (src4 !== undefined) await addHostRoute(v.s.host, { hostIndex: v.pair.hostIndex, podIp: src4 });
+  if (v.v6) await addHostRoute6(v.s.host, { hostIndex: v.pair.hostIndex, podIp: v.v6 });
+  v.fault('add-host-route');
+}
+
+async function addPodRoutes(v: VethContext): Promise<void> {
+  const src4 = v.v4 ?? v.egress;
+  const cidrs = v.spec.hostVeth!.serviceCidrs;
+  const podIndex = v.pair.podIndex;
   if (src4 !== undefined)
-    await addPodSideRoutes(s.pod, {
-      podIndex: pair.podIndex,
+    await addPodSideRoutes(v.s.pod, {
+      podIndex,
       podIp: src4,
-      hostIps,
-      serviceCidrs: cidrsOf(spec.hostVeth.serviceCidrs, AF_INET),
+      hostIps: v.hostIps,
+      serviceCidrs: cidrsOf(cidrs, AF_INET),
     });
-  if (v6)
-    await addPodSideRoutes6(s.pod, {
-      podIndex: pair.podIndex,
-      podIp: v6,
-      hostIps: hostIps6,
-      serviceCidrs: cidrsOf(spec.hostVeth.serviceCidrs, AF_INET6),
+  if (v.v6)
+    await addPodSideRoutes6(v.s.pod, {
+      podIndex,
+      podIp: v.v6,
+      hostIps: v.hostIps6,
+      serviceCidrs: cidrsOf(cidrs, AF_INET6),
     });
-  fault('add-pod-routes');
-  if (returnV4 || v6) {
-    undo.push('add-return-path', async () => {
-      if (returnV4) await removePodReturnRule(s.pod, AF_INET);
-      if (v6) await removePodReturnRule(s.pod, AF_INET6);
-    });
-    if (returnV4) await addPodReturnPath(s.pod, { podIndex: pair.podIndex, hostIp: firstHostIp });
-    if (v6) await addPodReturnPath6(s.pod, pair.podIndex);
-    fault('add-return-path');
-    // The IPv4 node-wide part also for an egress address: its drop of non-service traffic covers other sources.
-    if (src4 !== undefined && firstHostIp !== undefined) await ensureHostConnmark(s.host, hostIps);
-    if (v6) await ensureHostConnmark6(s.host);
-    await marks;
-    await marks6;
-    fault('add-connmark');
-  }
-  if (egress !== undefined) {
-    if (firstHostIp === undefined) throw new IptablesError('the host has no IPv4 address for IPv4 egress');
-    const ip = egress;
-    undo.push('add-egress', () => {
-      removeEgressRules(ip);
-    });
-    await addEgressRoutes(s.pod, { podIndex: pair.podIndex, ip, hostIp: firstHostIp });
-    installEgressRules(hostName, ip);
-    fault('add-egress');
-  }
+  v.fault('add-pod-routes');
+}
+
+/** NodePort reaches the pod's VPC addresses only: an egress address gets no return path of its own. */
+function returnsV4(v: VethContext): boolean {
+  return v.v4 !== undefined && v.hostIps[0] !== undefined;
+}
+
+async function addReturnPath(v: VethContext): Promise<void> {
+  const returnV4 = returnsV4(v);
+  if (!returnV4 && !v.v6) return;
+  v.undo.push('add-return-path', async () => {
+    if (returnV4) await removePodReturnRule(v.s.pod, AF_INET);
+    if (v.v6) await removePodReturnRule(v.s.pod, AF_INET6);
+  });
+  if (returnV4) await addPodReturnPath(v.s.pod, { podIndex: v.pair.podIndex, hostIp: v.hostIps[0]! });
+  if (v.v6) await addPodReturnPath6(v.s.pod, v.pair.podIndex);
+  v.fault('add-return-path');
+}
+
+/** The pod's marks over nf_tables netlink (pod-marks.ts), and the node-wide half, installed once per node. */
+async function addMarks(v: VethContext): Promise<void> {
+  const families: AddressFamily[] = [];
+  if (returnsV4(v)) families.push(AF_INET);
+  if (v.v6) families.push(AF_INET6);
+  if (families.length === 0) return;
+  v.undo.push('add-connmark', () => removePodMarks(v.s.podNsFd, v.podName, families));
+  await installPodMarks(v.s.podNsFd, v.podName, families);
+  // The IPv4 node-wide part also for an egress address: its drop of non-service traffic covers other sources.
+  if ((v.v4 ?? v.egress) !== undefined && v.hostIps[0] !== undefined) await ensureHostConnmark(v.s.host, v.hostIps);
+  if (v.v6) await ensureHostConnmark6(v.s.host);
+  v.fault('add-connmark');
+}
+
+async function addEgress(v: VethContext): Promise<void> {
+  const ip = v.egress;
+  if (ip === undefined) return;
+  const hostIp = v.hostIps[0];
+  if (hostIp === undefined) throw new IptablesError('the host has no IPv4 address for IPv4 egress');
+  await ensureNodeEgress(v.s.host, v.spec.hostVeth!.egress4Dir!);
+  v.undo.push('add-egress', async () => {
+    await removeEgressRule(v.s.host, v.hostName, ip);
+  });
+  await addEgressRule(v.s.host, v.hostName, ip);
+  await addEgressRoutes(v.s.pod, { podIndex: v.pair.podIndex, ip, hostIp });
+  v.fault('add-egress');
 }
 
 /** CHECK's half: every problem found, empty when the routing is what ADD made. */
@@ -324,23 +369,27 @@ export async function inspectPodRouting(s: RoutingSockets, spec: PodRoutingSpec)
           problems.push(`the pod has no route to service CIDR ${cidr} via ${podName}`);
       if (egress && !podRoutes.includes('0.0.0.0/0'))
         problems.push(`the pod has no IPv4 default route via ${podName} for its egress`);
-      if (egress && egressRulesOf(egress).nat.length === 0)
-        problems.push(`the host does not masquerade ${podName}'s egress address ${egress}`);
+      if (egress && !(await hasEgressRule(s.host, hostName, egress)))
+        problems.push(`the host does not route ${podName}'s egress address ${egress} from its veth`);
       if (v4 !== undefined) {
         if (!(await tableRoutes(s.pod, POD_RETURN_TABLE)).some((r) => r.oif === podIndex))
           problems.push(`the pod's return table ${POD_RETURN_TABLE} does not lead to ${podName}`);
-        if (!mangleRules(s.podNsFd).some((r) => r.includes(`-i ${podName} `)))
-          problems.push(`the pod's connmark rule for ${podName} is missing`);
+        if (!sameRules(await podMarkRules(s.podNsFd, podName, AF_INET), expectedPodMarkRules(podName)))
+          problems.push(`the pod's connmark rules for ${podName} are missing or changed`);
       }
       if (v6) {
         if (!(await tableRoutes(s.pod, POD_RETURN_TABLE, AF_INET6)).some((r) => r.oif === podIndex))
           problems.push(`the pod's IPv6 return table ${POD_RETURN_TABLE} does not lead to ${podName}`);
-        if (!mangleRules6(s.podNsFd).some((r) => r.includes(`-i ${podName} `)))
-          problems.push(`the pod's IPv6 connmark rule for ${podName} is missing`);
+        if (!sameRules(await podMarkRules(s.podNsFd, podName, AF_INET6), expectedPodMarkRules(podName)))
+          problems.push(`the pod's IPv6 connmark rules for ${podName} are missing or changed`);
       }
     }
   }
   return problems;
+}
+
+function sameRules(found: readonly string[], expected: readonly string[]): boolean {
+  return found.length === expected.length && found.every((r, i) => r === expected[i]);
 }
 
 export interface PodNetns {

@@ -75,6 +75,7 @@ export interface RuleView {
   readonly table: number;
   readonly priority: number;
   readonly fwmark?: number;
+  readonly iifname?: string;
 }
 
 /** All rules of one family (IPv4 by default) of the namespace the socket is in. */
@@ -90,6 +91,7 @@ export async function listRules(host: RtNetlinkSocket, family: AddressFamily = A
         table: r.attrs.table ?? r.data.table ?? 0,
         priority: r.attrs.priority ?? 0,
         ...(r.attrs.fwmark !== undefined ? { fwmark: r.attrs.fwmark } : {}),
+        ...(r.attrs.iifname !== undefined ? { iifname: r.attrs.iifname } : {}),
       };
     });
 }

@@ -1,9 +1,9 @@
 import { closeSync } from 'node:fs';
-import { CONNMARK, POD_FWMARK_RULE_PRIORITY, POD_RETURN_TABLE, startRemovePodConnmark } from './connmark.js';
-import { removePodConnmark6 } from './connmark6.js';
-import { findEgressAddress, releaseEgressAddress, removeEgressRules } from './egress4.js';
+import { CONNMARK, POD_FWMARK_RULE_PRIORITY, POD_RETURN_TABLE } from './connmark.js';
+import { EGRESS_RULE_PRIORITY, findEgressAddress, releaseEgressAddress } from './egress4.js';
 import { hostVethName, podVethName } from './host-veth.js';
 import { NetnsMissingError, NotANetnsError, openNetns } from './netns.js';
+import { removePodMarks } from './pod-marks.js';
 import { POD_RULE_PRIORITY } from './pod-rules.js';
 import type { IpvlanMode } from './port.js';
 import { podMetric, tableForDevice } from './route-tables.js';
@@ -13,10 +13,12 @@ import {
   AF_INET6,
   afOf,
   attr,
+  cString,
   ipBytes,
   linkByName,
   loadRawSocket,
   RawRtnl,
+  RT_TABLE_MAIN,
   RTM_DELLINK,
   RTM_DELROUTE,
   RTM_DELRULE,
@@ -44,6 +46,7 @@ export interface TeardownSpec {
 const RTA_PRIORITY = 6;
 const RTA_TABLE = 15;
 const FRA_SRC = 2;
+const FRA_IIFNAME = 3;
 const FRA_PRIORITY = 6;
 const FRA_FWMARK = 10;
 const FRA_TABLE = 15;
@@ -81,6 +84,17 @@ function returnRuleKey(family: AddressFamily): Buffer {
   ]);
 }
 
+/** An IPv6-only pod's `from <egress> iif <host veth> lookup main` rule (egress4.ts), by its key. */
+function egressRuleKey(egress: string, hostName: string): Buffer {
+  return Buffer.concat([
+    ruleHeader(32, RT_TABLE_MAIN),
+    attr(FRA_SRC, ipBytes(AF_INET, egress)),
+    attr(FRA_IIFNAME, cString(hostName)),
+    attr(FRA_TABLE, u32le(RT_TABLE_MAIN)),
+    attr(FRA_PRIORITY, u32le(EGRESS_RULE_PRIORITY)),
+  ]);
+}
+
 function openPodNetns(path: string): number | undefined {
   if (path === '') return undefined;
   try {
@@ -100,7 +114,7 @@ export async function teardownPodRouting(
   netnsPath: string,
   spec: TeardownSpec,
   options: {
-    /** Given: the pod-side iptables removal is handed over still running, for the caller to await later. */
+    /** Given: the pod-side marks' removal is handed over still running, for the caller to await later. */
     readonly deferPodMarks?: (pending: Promise<unknown>) => void;
   } = {},
 ): Promise<void> {
@@ -118,15 +132,14 @@ export async function teardownPodRouting(
           if ((await pod.request(RTM_GETLINK, linkByName(podName), `look up ${podName}`)) === 0) {
             // An IPv6-only pod has no IPv4 marks (its egress address gets none), an IPv4 pod no IPv6 ones.
             const v6Only = spec.podIp !== undefined && afOf(spec.podIp) === AF_INET6;
-            if (!v6Only) {
-              const marks = startRemovePodConnmark(nsFd, podName, () => openPodNetns(netnsPath));
-              if (options.deferPodMarks) options.deferPodMarks(marks);
-              else await marks;
-            }
-            if (v6Only || spec.podIpv6 !== undefined) {
-              removePodConnmark6(nsFd, podName);
+            const families: AddressFamily[] = [];
+            if (!v6Only) families.push(AF_INET);
+            if (v6Only || spec.podIpv6 !== undefined) families.push(AF_INET6);
+            const marks = removePodMarks(nsFd, podName, families);
+            if (options.deferPodMarks) options.deferPodMarks(marks);
+            else await marks;
+            if (v6Only || spec.podIpv6 !== undefined)
               await pod.remove(RTM_DELRULE, returnRuleKey(AF_INET6), 'delete the pod IPv6 fwmark rule');
-            }
             await pod.remove(RTM_DELRULE, returnRuleKey(AF_INET), 'delete the pod fwmark rule');
           }
         } finally {
@@ -139,7 +152,8 @@ export async function teardownPodRouting(
       const egressDir = spec.hostVeth.egress4Dir;
       const egress = egressDir && findEgressAddress(egressDir, spec.hostVeth.containerId, spec.ifName);
       // Rules first: the address may be claimed again the moment its file is gone.
-      if (egress) removeEgressRules(egress);
+      if (egress)
+        await host.remove(RTM_DELRULE, egressRuleKey(egress, hostName), `delete the egress rule from ${egress}`);
       if (egressDir) releaseEgressAddress(egressDir, spec.hostVeth.containerId, spec.ifName);
     }
     if (needsTable) {

@@ -51,7 +51,8 @@ export function agentMetrics(
         if (!listen) return [];
         const server = await startMetricsServer(metrics.registry, listen, health);
         log.info('metrics listening', { url: server.url });
-        return [server];
+        const stopSampling = metrics.sampleEventLoop();
+        return [server, { close: async () => stopSampling() }];
       } catch (err) {
         // Pods come first: an agent whose metrics port is taken still serves CNI calls.
         log.error('metrics server failed to start', { error: errorMessage(err) });

@@ -44,11 +44,17 @@ export const NODE_METRIC_NAMES = {
   leases: 'vpc_lease_node_leases',
   claimableLeases: 'vpc_lease_node_claimable_leases',
   leasesReadTime: 'vpc_lease_node_leases_read_timestamp_seconds',
+  eventLoopDelay: 'vpc_lease_agent_event_loop_delay_seconds',
   residentMemory: 'process_resident_memory_bytes',
   startTime: 'process_start_time_seconds',
 } as const;
 
 const N = NODE_METRIC_NAMES;
+
+/** How often the agent's event-loop sampler asks to run: its delay is how late it ran. */
+export const EVENT_LOOP_SAMPLE_MS = 10;
+/** Fine at the low end: a call's synchronous work should hold the loop for a few ms at most. */
+const EVENT_LOOP_BUCKETS_S = [0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 0.25, 1];
 
 /** An error as a bounded label value: the DynamoDB error type, a socket errno, or the error's name. */
 export function errorLabel(err: unknown): string {
@@ -103,6 +109,12 @@ export class NodeMetrics {
     N.leasesReadTime,
     'When the lease gauges were last read from the store (Unix seconds).',
   );
+  private readonly eventLoopDelay = this.registry.histogram(
+    N.eventLoopDelay,
+    `How late a timer due every ${EVENT_LOOP_SAMPLE_MS} ms ran in the agent: how long synchronous work held its one thread.`,
+    [],
+    EVENT_LOOP_BUCKETS_S,
+  );
   private leasesReadAtMs: number | undefined;
   private readLeases: (() => Promise<readonly Lease[]>) | undefined;
   private fallbackDataDir: string | undefined;
@@ -121,6 +133,18 @@ export class NodeMetrics {
     this.registry.onCollect(() => this.refreshLeases());
     this.registry.onCollect(() => this.drainFallbacks());
     for (const result of ['success', 'error']) this.credentialRefreshes.touch({ result });
+  }
+
+  /** Starts observing the event loop's delay (an unref'd timer: it never keeps the agent alive); returns its stop. */
+  sampleEventLoop(): () => void {
+    let last = performance.now();
+    const timer = setInterval(() => {
+      const now = performance.now();
+      this.eventLoopDelay.observe({}, Math.max(0, now - last - EVENT_LOOP_SAMPLE_MS) / 1000);
+      last = now;
+    }, EVENT_LOOP_SAMPLE_MS);
+    timer.unref();
+    return () => clearInterval(timer);
   }
 
   observeCommand(o: CommandObservation): void {

@@ -24,9 +24,41 @@ export interface ChurnSubject {
   residentCpuMs(): number;
   /** Calls its agent served itself, per its metrics; undefined without an agent. */
   viaAgent(): Promise<number | undefined>;
+  /** Its agent's event-loop delay histogram so far (cumulative counts by upper bound); undefined without one. */
+  eventLoopDelay(): Promise<DelayBuckets | undefined>;
   /** Where its agent's calls spend their time (the agent's phase marks); undefined without an agent. */
   profile(addMs: readonly number[], delMs: readonly number[]): Record<string, unknown> | undefined;
   close(): Promise<void>;
+}
+
+/** A Prometheus histogram's cumulative counts by upper bound (seconds), `+Inf` last as Infinity. */
+export interface DelayBuckets {
+  readonly bounds: number[];
+  readonly counts: number[];
+}
+
+async function scrapeEventLoopDelay(metricsUrl: string): Promise<DelayBuckets> {
+  const text = await (await fetch(metricsUrl, { signal: AbortSignal.timeout(5000) })).text();
+  const bounds: number[] = [];
+  const counts: number[] = [];
+  for (const m of text.matchAll(/^vpc_lease_agent_event_loop_delay_seconds_bucket\{le="([^"]+)"\} (\S+)$/gm)) {
+    bounds.push(m[1] === '+Inf' ? Number.POSITIVE_INFINITY : Number(m[1]));
+    counts.push(Number(m[2]));
+  }
+  return { bounds, counts };
+}
+
+/** The quantile as Prometheus's histogram_quantile gives it: linear within the bucket it falls in. */
+export function bucketQuantile(b: DelayBuckets, q: number): number | undefined {
+  const total = b.counts.at(-1) ?? 0;
+  if (total === 0) return undefined;
+  const rank = q * total;
+  const i = b.counts.findIndex((c) => c >= rank);
+  const upper = b.bounds[i]!;
+  const lower = i === 0 ? 0 : b.bounds[i - 1]!;
+  if (!Number.isFinite(upper)) return lower;
+  const below = i === 0 ? 0 : b.counts[i - 1]!;
+  return lower + ((upper - lower) * (rank - below)) / Math.max(1, b.counts[i]! - below);
 }
 
 export interface SubjectStats {
@@ -45,6 +77,8 @@ export interface SubjectStats {
   /** Pods whose DEL succeeded (at last), and pods whose ADD failed: the lost-lease accounting sorts by them. */
   delSucceeded: Set<string>;
   failedAdds: Set<string>;
+  /** Its agent's event-loop delay samples taken during its turns only (bucket deltas). */
+  loopDelay?: DelayBuckets;
 }
 
 /** A subject through a resident agent started from `binary` (its shim beside it). */
@@ -77,6 +111,7 @@ export async function agentSubject(
       ),
     residentCpuMs: () => processCpuMs(agent.pid),
     viaAgent: async () => (await scrapeAgentCounts(metricsUrl)).viaAgent,
+    eventLoopDelay: () => scrapeEventLoopDelay(metricsUrl),
     profile: (addMs, delMs) => agentPhaseProfile(node.fixture.logFile, agent.pid, addMs, delMs),
     close: async () => {
       await agent.stop();
@@ -96,6 +131,7 @@ export function pluginSubject(
       execPlugin(node.binary, [], node.env(command, ids), JSON.stringify(command === 'ADD' ? confs.add : confs.del)),
     residentCpuMs: () => 0,
     viaAgent: async () => undefined,
+    eventLoopDelay: async () => undefined,
     profile: () => undefined,
     close: async () => undefined,
   };
@@ -111,6 +147,7 @@ export function goSubject(node: CniBenchNode): ChurnSubject {
       node.runGo(command, { containerId: ids.containerId ?? 'c0', netns: ids.netns ?? '', ifName: 'eth0' }, conf),
     residentCpuMs: () => 0,
     viaAgent: async () => undefined,
+    eventLoopDelay: async () => undefined,
     profile: () => undefined,
     close: async () => undefined,
   };
@@ -147,6 +184,7 @@ export async function runTurns(
   for (let turn = 0; turn < options.turns; turn++) {
     for (const subject of shuffle(subjects, random)) {
       const into = stats.get(subject.name)!;
+      const loop0 = await subject.eventLoopDelay();
       const cpu0 = childrenCpuMs() + subject.residentCpuMs();
       const self0 = selfCpuMs();
       const t0 = performance.now();
@@ -155,9 +193,19 @@ export async function runTurns(
       into.seconds += (performance.now() - t0) / 1000;
       into.cpuMs += childrenCpuMs() + subject.residentCpuMs() - cpu0;
       into.localServicesCpuMs += selfCpuMs() - self0;
+      const loop1 = await subject.eventLoopDelay();
+      if (loop0 && loop1) into.loopDelay = addBuckets(into.loopDelay, loop1, loop0);
     }
   }
   return stats;
+}
+
+/** `sum` plus (`after` − `before`), bucket by bucket. */
+function addBuckets(sum: DelayBuckets | undefined, after: DelayBuckets, before: DelayBuckets): DelayBuckets {
+  return {
+    bounds: after.bounds,
+    counts: after.counts.map((c, i) => (sum?.counts[i] ?? 0) + c - (before.counts[i] ?? 0)),
+  };
 }
 
 async function loop(
@@ -210,5 +258,15 @@ export function subjectFigures(stats: SubjectStats, cores: number): Record<strin
     cpuBoundPodsPerSecondIdle: round((cores * 1000) / Math.max(0.001, cpuMsPerPod)),
     failures: stats.failures.length,
     ...(stats.failures[0] ? { firstFailure: stats.failures[0] } : {}),
+    ...(stats.loopDelay ? { eventLoopDelayMs: loopDelayFigures(stats.loopDelay) } : {}),
   };
+}
+
+/** The agent's event-loop delay over the subject's turns: p50, p99 and the samples taken (a 10 ms timer's). */
+function loopDelayFigures(b: DelayBuckets): Record<string, number | undefined> {
+  const ms = (q: number): number | undefined => {
+    const s = bucketQuantile(b, q);
+    return s === undefined ? undefined : round(s * 1000);
+  };
+  return { p50: ms(0.5), p99: ms(0.99), samples: b.counts.at(-1) ?? 0 };
 }

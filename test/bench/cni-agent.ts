@@ -1,7 +1,7 @@
 import { closeSync, mkdtempSync, openSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { detectIptablesMode, IMAGE_IPTABLES_DIR, imageIptables } from '../../node/agent/iptables-mode.js';
-import { removePodConnmark, startInstallPodConnmark, useIptables } from '../../node/datapath/connmark.js';
+import { installPodMarks, removePodMarks } from '../../node/datapath/pod-marks.js';
+import { AF_INET } from '../../node/datapath/rtnl.js';
 import { type AgentProcess, shimBeside, startAgent } from '../node/support/agent-process.js';
 import type { PluginRun } from '../node/support/node-fixture.js';
 import type { CniBenchNode } from './cni-node.js';
@@ -143,30 +143,24 @@ export class AgentBench {
     return agentPhaseProfile(this.node.fixture.logFile, this.agent.pid, this.samples.agentAdd, this.samples.agentDel);
   }
 
-  /**
-   * The pod-side connmark spawn the agent pays in each ADD (install) and DEL (removal), on its own: connmark.ts's
-   * functions with the agent's iptables (the multi binary in the chosen backend) in the bench's pod netns.
-   */
-  async podIptablesMs(netns: string, runs = 10): Promise<{ install: number; remove: number; backend: string }> {
-    const { mode } = await detectIptablesMode(IMAGE_IPTABLES_DIR);
-    useIptables(imageIptables(IMAGE_IPTABLES_DIR, mode));
+  /** The pod-side marks each ADD installs and each DEL removes, on their own: one nf_tables transaction each. */
+  async podMarksMs(netns: string, runs = 10): Promise<{ install: number; remove: number }> {
     const fd = openSync(netns, 'r');
     const install: number[] = [];
     const remove: number[] = [];
     try {
       for (let i = 0; i < runs; i++) {
         let start = process.hrtime.bigint();
-        await startInstallPodConnmark(fd, 'vh-benchipt');
+        await installPodMarks(fd, 'vh-benchipt', [AF_INET]);
         install.push(elapsedMs(start));
         start = process.hrtime.bigint();
-        removePodConnmark(fd, 'vh-benchipt');
+        await removePodMarks(fd, 'vh-benchipt', [AF_INET]);
         remove.push(elapsedMs(start));
       }
     } finally {
       closeSync(fd);
-      useIptables(undefined);
     }
-    return { install: summarize(install).p50Ms, remove: summarize(remove).p50Ms, backend: mode };
+    return { install: summarize(install).p50Ms, remove: summarize(remove).p50Ms };
   }
 
   figures(): Record<string, unknown> {

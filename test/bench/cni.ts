@@ -207,7 +207,7 @@ export async function runCniBench(options: CniBenchOptions): Promise<Record<stri
     const agentCpu = await agentBench.cpuMsPerPod(netns, ours, cpuPods);
     const shimPaths: Record<string, unknown> = {
       ...agentBench.figures(),
-      podIptablesP50Ms: await agentBench.podIptablesMs(netns),
+      podMarksP50Ms: await agentBench.podMarksMs(netns),
     };
     const agentLatency = shimPaths['latencyMs'] as Record<string, LatencySummary>;
     const ipFamilies = {

@@ -11,6 +11,7 @@ import {
   POD_RETURN_TABLE,
 } from '../../node/datapath/connmark.js';
 import { hostVethName, podVethName } from '../../node/datapath/host-veth.js';
+import { expectedPodMarkRules, podMarkRules } from '../../node/datapath/pod-marks.js';
 import {
   inspectPodRouting,
   type PodRoutingSpec,
@@ -125,10 +126,8 @@ describe.skipIf(skip)('host veth in a private host netns', () => {
     expect(ping(p.name, SERVICE_IP)).toBe(true);
 
     // NodePort return path: connections from the veth are marked and answered through table 117.
-    expect(mangleRules(p.fd)).toEqual([
-      '-A PREROUTING -i vh-eth0 -j CONNMARK --set-xmark 0x80/0x80',
-      '-A OUTPUT -m connmark --mark 0x80/0x80 -j MARK --set-xmark 0x80/0x80',
-    ]);
+    expect(await podMarkRules(p.fd, 'vh-eth0', AF_INET)).toEqual(expectedPodMarkRules('vh-eth0'));
+    expect(await podMarkRules(p.fd, 'vh-eth0', AF_INET6)).toEqual([]);
     expect(ip('-n', p.name, 'rule', 'show')).toMatch(/fwmark 0x80\/0x80 lookup 117/);
     expect(ip('-n', p.name, 'route', 'show', 'table', String(POD_RETURN_TABLE))).toMatch(
       /default via 10\.79\.0\.5 dev vh-eth0/,
@@ -145,7 +144,7 @@ describe.skipIf(skip)('host veth in a private host netns', () => {
     expect(hostLinks()).not.toContain(hostName);
     expect(podLinks(p.name)).not.toContain(podVethName('eth0'));
     expect(hostRouteTo('10.79.0.10')).toBe('');
-    expect(mangleRules(p.fd)).toEqual([]);
+    expect(await podMarkRules(p.fd, 'vh-eth0', AF_INET)).toEqual([]);
     expect(ip('-n', p.name, 'rule', 'show')).not.toMatch(/fwmark/);
     expect(ping(undefined, '10.79.0.10')).toBe(false);
     // Again: DEL is idempotent.
@@ -197,7 +196,7 @@ describe.skipIf(skip)('host veth in a private host netns', () => {
       ]),
     );
     await undo.unwind(new Error('cleanup'));
-    expect(mangleRules(p.fd)).toEqual([]);
+    expect(await podMarkRules(p.fd, 'vh-eth0', AF_INET)).toEqual([]);
     p.close();
   });
 
@@ -218,7 +217,7 @@ describe.skipIf(skip)('host veth in a private host netns', () => {
     expect((await listRules(host)).filter((r) => r.src === '10.79.0.40')).toEqual([]);
     expect(ip('route', 'show', 'table', '1001')).toBe('');
     expect(ip('-n', p.name, 'rule', 'show')).not.toMatch(/fwmark/);
-    expect(mangleRules(p.fd)).toEqual([]);
+    expect(await podMarkRules(p.fd, 'vh-eth0', AF_INET)).toEqual([]);
     p.close();
   });
 

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { removePodConnmark, startInstallPodConnmark } from '../../node/datapath/connmark.js';
+import { installPodMarks, removePodMarks } from '../../node/datapath/pod-marks.js';
 import { assertIfName } from '../../node/datapath/rp-filter.js';
+import { AF_INET } from '../../node/datapath/rtnl.js';
 
-/** One interface-name rule guards both the /proc/sys paths (rp-filter.ts) and the iptables rules (connmark.ts). */
+/** One interface-name rule guards both the /proc/sys paths (rp-filter.ts) and the pod's nf_tables rules (pod-marks.ts). */
 describe('assertIfName', () => {
   it.each(['eth0', 'vh-eth0', 'eth0.100', 'vlh0123456789ab', 'veth@if3'])('accepts %s', (name) => {
     expect(() => assertIfName(name)).not.toThrow();
@@ -13,7 +14,7 @@ describe('assertIfName', () => {
   });
 
   it('guards the pod connmark rules before anything runs (no netns needed to refuse)', () => {
-    expect(() => startInstallPodConnmark(-1, 'vh-x -j ACCEPT')).toThrow(/bad interface name/);
-    expect(() => removePodConnmark(-1, '../../x')).toThrow(/bad interface name/);
+    expect(() => installPodMarks(-1, 'vh-x -j ACCEPT', [AF_INET])).toThrow(/bad interface name/);
+    expect(() => removePodMarks(-1, '../../x', [AF_INET])).toThrow(/bad interface name/);
   });
 });

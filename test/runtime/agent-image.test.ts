@@ -1,8 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { chooseIptablesMode, type IptablesMode } from '../../node/agent/iptables-mode.js';
+import { expectedPodMarkRules, podMarkRules } from '../../node/datapath/pod-marks.js';
+import { AF_INET } from '../../node/datapath/rtnl.js';
 import { fallbackRecordsPath } from '../../node/metrics/fallback-records.js';
 import { buildSea } from '../../packaging/build.js';
 import { hostArch } from '../../packaging/cross.js';
@@ -73,17 +75,9 @@ describe.skipIf(skip)('the agent in the installer image’s root', () => {
           .filter((l) => l.includes('"ADD"')).length
       : 0;
   };
-  /** The host's own iptables (not the image's) in one backend, optionally inside a pod's netns. */
-  const hostIptables = (mode: IptablesMode, args: string[], netns?: string): string => {
-    const argv = [`iptables-${mode}`, '-w', '5', ...args];
-    return execFileSync(
-      netns ? 'ip' : argv[0]!,
-      netns ? ['netns', 'exec', netns.split('/').pop()!, ...argv] : argv.slice(1),
-      {
-        encoding: 'utf8',
-      },
-    );
-  };
+  /** The host's own iptables (not the image's) in one backend. */
+  const hostIptables = (mode: IptablesMode, args: string[]): string =>
+    execFileSync(`iptables-${mode}`, ['-w', '5', ...args], { encoding: 'utf8' });
   /** What the agent should choose here, from the host's own listings. */
   const expectedMode = (): IptablesMode => {
     const save = (cmd: string, args: string[]): string => {
@@ -113,9 +107,13 @@ describe.skipIf(skip)('the agent in the installer image’s root', () => {
     expect(add.code, add.stdout).toBe(0);
     expect(loggedPids(f.logFile, 'added', containerId)).toEqual([agent.pid]);
     expect(fallbacks()).toBe(before);
-    // The pod's mark rules, written by the image's iptables, read back by the host's in the same backend.
-    const podRules = hostIptables(mode, ['-t', 'mangle', '-S'], netns);
-    expect(podRules).toContain('-A PREROUTING -i vh-eth0 -j CONNMARK --set-xmark 0x80/0x80');
+    // The pod's mark rules: nf_tables over netlink, whatever the backend.
+    const fd = openSync(netns, 'r');
+    try {
+      expect(await podMarkRules(fd, 'vh-eth0', AF_INET)).toEqual(expectedPodMarkRules('vh-eth0'));
+    } finally {
+      closeSync(fd);
+    }
     // The node-wide chains are in the host's backend (another test may have put them there first: they are
     // installed once per node).
     expect(hostIptables(mode, ['-t', 'mangle', '-S', 'VPC-LEASE-NODEPORT'])).toContain('--set-xmark 0x80/0x80');

@@ -5,7 +5,7 @@ import { existsSync } from 'node:fs';
  * Suites that need root, network namespaces or the VM skip with a printed reason where those are missing —
  * except in CI (CI=true), where a missing capability is a failure: a CI run in which they skipped is red.
  */
-export type Capability = 'root' | 'netns' | 'vm' | 'go-plugins' | 'prometheus' | 'boto3';
+export type Capability = 'root' | 'netns' | 'vm' | 'go-plugins' | 'prometheus' | 'boto3' | 'strace';
 
 function probe(cap: Capability): string | undefined {
   switch (cap) {
@@ -23,6 +23,8 @@ function probe(cap: Capability): string | undefined {
       return existsSync('/usr/bin/qemu-system-x86_64') ? undefined : 'qemu-system-x86 is not installed';
     case 'go-plugins':
       return existsSync('/usr/lib/cni/macvlan') ? undefined : 'containernetworking-plugins is not installed';
+    case 'strace':
+      return existsSync('/usr/bin/strace') ? undefined : 'strace is not installed';
     case 'prometheus':
       return existsSync('/usr/bin/prometheus') && existsSync('/usr/bin/promtool')
         ? undefined

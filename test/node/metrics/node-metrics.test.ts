@@ -11,7 +11,7 @@ import {
   FALLBACK_RECORDS_MAX_BYTES,
   fallbackRecordsPath,
 } from '../../../node/metrics/fallback-records.js';
-import { NODE_METRIC_NAMES, NodeMetrics } from '../../../node/metrics/node-metrics.js';
+import { EVENT_LOOP_SAMPLE_MS, NODE_METRIC_NAMES, NodeMetrics } from '../../../node/metrics/node-metrics.js';
 import { observeHandlers } from '../../../node/metrics/observe-handlers.js';
 import { observeDynamo } from '../../../node/metrics/observed-dynamo.js';
 import type { Lease } from '../../../shared/domain/lease.js';
@@ -118,6 +118,24 @@ describe('Class: NodeMetrics', () => {
       'vpc_lease_store_errors_total{operation="Query",error="ProvisionedThroughputExceededException"} 1\n',
     );
     expect(text).not.toContain('vpc_lease_store_errors_total{operation="GetItem"');
+  });
+
+  it('records how long synchronous work held the event loop', async () => {
+    const metrics = new NodeMetrics({ version: '0.0.0', nowMs: () => 0 });
+    const stop = metrics.sampleEventLoop();
+    try {
+      await new Promise((r) => setTimeout(r, EVENT_LOOP_SAMPLE_MS * 3)); // a tick or more: the sampler's clock runs
+      const until = performance.now() + 40;
+      while (performance.now() < until); // the loop held 40 ms: the next tick is at least 30 ms late
+      await new Promise((r) => setTimeout(r, EVENT_LOOP_SAMPLE_MS * 3));
+    } finally {
+      stop();
+    }
+    const buckets = [
+      ...(await scrape(metrics)).matchAll(/^vpc_lease_agent_event_loop_delay_seconds_bucket\{le="([^"]+)"\} (\d+)$/gm),
+    ];
+    const count = (le: string): number => Number(buckets.find((b) => b[1] === le)?.[2]);
+    expect(count('+Inf')).toBeGreaterThan(count('0.02')); // one sample, at least, over 20 ms
   });
 
   it('exports every name of NODE_METRIC_NAMES and nothing else', () => {

@@ -158,9 +158,18 @@ export async function withPods(n: Pick<GuestNode, 'run'>, body: (pods: CasePods)
 
 /**
  * May appear: the node-wide NodePort rules of either family, and the pod ENI's own link-local route (the first ADD
- * brings the ENI up, and nothing takes it down again: eni-link.ts).
+ * brings the ENI up, and nothing takes it down again: eni-link.ts), and what the first IPv6-only pod installs for
+ * every later one: the IPv4 egress guard rule and the egress chains' rules, which name the whole link-local range,
+ * never one pod's address.
  */
-const NODE_WIDE = new RegExp(`${NODE_WIDE_RULE.source}|^\\{"dst":"fe80::/64","dev":"eni1",`);
+const NODE_WIDE = new RegExp(
+  [
+    NODE_WIDE_RULE.source,
+    '^\\{"dst":"fe80::/64","dev":"eni1",',
+    '^\\{"priority":1001,"src":"169\\.254\\.172\\.0","srclen":22,"action":"unreachable"\\}$',
+    `^-A ${EGRESS_CHAIN} -s 169\\.254\\.172\\.0/22 `,
+  ].join('|'),
+);
 
 export function ipv6Cases(start: () => Promise<void>, node: () => GuestNode): GuestCase[] {
   const conf = (n: GuestNode, mode: string, ipFamily = 'ipv6') =>
