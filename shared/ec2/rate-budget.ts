@@ -30,7 +30,7 @@ export type TakeResult =
   /** The last token would start later than allowed; nothing was taken. `tatMs` is the stored time seen. */
   | { readonly kind: 'short'; readonly tatMs: number };
 
-/** Where the budget's bucket times live: memory for tests, the lease table for the Lambdas. */
+/** Where the budget's bucket times live: the lease table for the Lambdas (tests keep them in memory). */
 export interface RateBudgetStore {
   /**
    * Takes `count` tokens of bucket `key` at `nowMs`, unless the last of them would start after
@@ -59,22 +59,6 @@ export function tokensThatFit(rate: BucketRate, tatMs: number, nowMs: number, la
 /** The stored time after a take: the shared arithmetic of every store. */
 export function tatAfter(rate: BucketRate, tatMs: number | undefined, count: number, nowMs: number): number {
   return Math.max(tatMs ?? nowMs, nowMs) + count * intervalMs(rate);
-}
-
-/** The budget in one process (tests, the CLI's local runs): the same arithmetic as the DynamoDB store. */
-export class MemoryRateBudgetStore implements RateBudgetStore {
-  private readonly tats = new Map<string, number>();
-  /** Takes served, for tests that count store round trips. */
-  takes = 0;
-
-  async take(key: string, count: number, rate: BucketRate, nowMs: number, latestStartMs: number): Promise<TakeResult> {
-    this.takes += 1;
-    const tat = this.tats.get(key);
-    const base = Math.max(tat ?? nowMs, nowMs);
-    if (tokenStartMs(rate, base, count, nowMs) > latestStartMs) return { kind: 'short', tatMs: base };
-    this.tats.set(key, tatAfter(rate, tat, count, nowMs));
-    return { kind: 'granted', baseMs: base };
-  }
 }
 
 /**

@@ -12,7 +12,6 @@ import {
   declareEc2Calls,
   type HeldTicket,
   heldEc2Tickets,
-  MemoryRateBudgetStore,
   RateBudget,
   RateBudgetDeferral,
   type RateBudgetStore,
@@ -21,6 +20,7 @@ import {
 import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
 import { ensureTable } from '../../shared/lease-store/ensure-table.js';
 import { type DynaliteHandle, startDynalite } from '../support/dynalite.js';
+import { MemoryRateBudgetStore } from '../support/memory-rate-budget-store.js';
 import { ACCOUNT, CREDENTIALS, REGION } from './support/harness.js';
 
 const T0 = Date.UTC(2026, 0, 1);

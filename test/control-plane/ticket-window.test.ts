@@ -9,11 +9,11 @@ import {
   declareEc2Calls,
   type HeldTicket,
   heldEc2Tickets,
-  MemoryRateBudgetStore,
   RateBudget,
   RateBudgetDeferral,
   withEc2CallContext,
 } from '../../shared/ec2/rate-budget.js';
+import { MemoryRateBudgetStore } from '../support/memory-rate-budget-store.js';
 
 /**
  * How late a launch may spend the ticket it was deferred with, checked against the simulator's own token bucket
