@@ -1,7 +1,7 @@
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import { type HeldTicket, withEc2CallContext } from '../ec2/ec2-call-context.js';
 import type { Ec2Instance } from '../ec2/port.js';
 import { withPrefetchedInstance } from '../ec2/prefetched-ec2.js';
-import { type HeldTicket, withEc2CallContext } from '../ec2/rate-budget.js';
 import { errorMessage } from '../errors.js';
 import { processSqsBatch } from '../queue/batch.js';
 import type { LifecycleDeps } from './deps.js';

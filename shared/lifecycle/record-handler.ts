@@ -1,4 +1,4 @@
-import { heldEc2Tickets } from '../ec2/rate-budget.js';
+import { heldEc2Tickets } from '../ec2/ec2-call-context.js';
 import { errorMessage } from '../errors.js';
 import { METRIC_NAMES } from '../metrics.js';
 import { DEFAULT_RETRY_POLICY, type LifecycleDeps, type StepOutcome } from './deps.js';

@@ -5,14 +5,13 @@ import { Timeline } from '../../local-cloud/ec2/timeline.js';
 import { ManualClock } from '../../shared/clock.js';
 import { ec2BucketRates } from '../../shared/ec2/budgeted-ec2.js';
 import {
-  type BucketRate,
   declareEc2Calls,
   type HeldTicket,
   heldEc2Tickets,
-  RateBudget,
-  RateBudgetDeferral,
   withEc2CallContext,
-} from '../../shared/ec2/rate-budget.js';
+} from '../../shared/ec2/ec2-call-context.js';
+import type { BucketRate } from '../../shared/ec2/gcra.js';
+import { RateBudget, RateBudgetDeferral } from '../../shared/ec2/rate-budget.js';
 import { MemoryRateBudgetStore } from '../support/memory-rate-budget-store.js';
 
 /**

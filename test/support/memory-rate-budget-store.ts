@@ -1,10 +1,5 @@
-import {
-  type BucketRate,
-  type RateBudgetStore,
-  type TakeResult,
-  tatAfter,
-  tokenStartMs,
-} from '../../shared/ec2/rate-budget.js';
+import { type BucketRate, tatAfter, tokenStartMs } from '../../shared/ec2/gcra.js';
+import type { RateBudgetStore, TakeResult } from '../../shared/ec2/rate-budget-store.js';
 
 /** The rate budget's store in one process: the same arithmetic as the DynamoDB store. */
 export class MemoryRateBudgetStore implements RateBudgetStore {
