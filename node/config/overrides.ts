@@ -23,6 +23,13 @@ export function isTestMode(env: NodeJS.ProcessEnv): boolean {
   return env[TEST_MODE_ENV] === '1';
 }
 
+/** Why settings are refused outside test mode: one wording wherever the plugin refuses one (test-hooks.ts too). */
+export function testOnlyRefusal(settings: readonly string[], why = 'refusing test-only behaviour'): string {
+  return `${settings.join(', ')} ${settings.length > 1 ? 'are' : 'is'} honoured only in test mode (${TEST_MODE_ENV}=1); ${why}`;
+}
+
+const OWN_IMDS = 'a node reads its identity from its own IMDS';
+
 function parseUrl(url: string): URL | undefined {
   try {
     return new URL(url);
@@ -65,22 +72,18 @@ interface EndpointConfig {
 export function checkOverrides(env: NodeJS.ProcessEnv, config: EndpointConfig): void {
   const testMode = isTestMode(env);
   const stray = TEST_ONLY_ENV.filter((name) => env[name] !== undefined && env[name] !== '');
-  if (!testMode && stray.length > 0)
-    throw new CniError(
-      CniCode.invalidEnvironment,
-      `${stray.join(', ')} ${stray.length > 1 ? 'are' : 'is'} honoured only in test mode (${TEST_MODE_ENV}=1); refusing test-only behaviour`,
-    );
+  if (!testMode && stray.length > 0) throw new CniError(CniCode.invalidEnvironment, testOnlyRefusal(stray));
   const envImds = env['AWS_EC2_METADATA_SERVICE_ENDPOINT'];
   if (!testMode && envImds && !isImdsEndpoint(envImds))
     throw new CniError(
       CniCode.invalidEnvironment,
-      `AWS_EC2_METADATA_SERVICE_ENDPOINT=${envImds} is honoured only in test mode (${TEST_MODE_ENV}=1); a node reads its identity from its own IMDS`,
+      testOnlyRefusal([`AWS_EC2_METADATA_SERVICE_ENDPOINT=${envImds}`], OWN_IMDS),
     );
   if (!testMode && config.imdsEndpoint && !isImdsEndpoint(config.imdsEndpoint))
     throw new CniError(
       CniCode.invalidConfig,
       'invalid network configuration',
-      `imdsEndpoint: ${config.imdsEndpoint} is honoured only in test mode (${TEST_MODE_ENV}=1); a node reads its identity from its own IMDS`,
+      testOnlyRefusal([`imdsEndpoint: ${config.imdsEndpoint}`], OWN_IMDS),
     );
   for (const name of ['AWS_ENDPOINT_URL_DYNAMODB', 'AWS_ENDPOINT_URL'] as const) {
     const value = env[name];

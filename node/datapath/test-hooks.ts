@@ -1,6 +1,6 @@
 import { VpcLeaseError } from '../../shared/errors.js';
 import { CniCode, CniError } from '../cni/errors.js';
-import { isTestMode, TEST_MODE_ENV } from '../config/overrides.js';
+import { isTestMode, testOnlyRefusal } from '../config/overrides.js';
 import { EGRESS_STEPS, ROUTING_STEPS, type RoutingStep } from './pod-routing.js';
 
 /**
@@ -66,12 +66,9 @@ const FAULT_ENV =
 
 export function testHooksFromEnv(env: NodeJS.ProcessEnv): TestHooks {
   const kind = env['VPC_LEASE_TEST_LINK_KIND'];
-  if (!kind && !FAULT_ENV.some((name) => env[name])) return NO_HOOKS;
-  if (!isTestMode(env))
-    throw new CniError(
-      CniCode.invalidEnvironment,
-      `VPC_LEASE_TEST_* variables are set but ${TEST_MODE_ENV} is not 1; refusing test-only behaviour`,
-    );
+  const set = ['VPC_LEASE_TEST_LINK_KIND', ...FAULT_ENV].filter((name) => env[name]);
+  if (set.length === 0) return NO_HOOKS;
+  if (!isTestMode(env)) throw new CniError(CniCode.invalidEnvironment, testOnlyRefusal(set));
   if (kind && kind !== 'ipvlan' && kind !== 'macvlan')
     throw new CniError(CniCode.invalidEnvironment, `VPC_LEASE_TEST_LINK_KIND must be ipvlan or macvlan, got ${kind}`);
   return { linkKind: kind === 'macvlan' ? 'macvlan' : 'ipvlan', ...faultsFromEnv(env) };

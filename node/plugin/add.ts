@@ -10,7 +10,7 @@ import { appendResult, formatResult, parsePrevResult } from '../cni/result.js';
 import type { CniOutput } from '../cni/skel.js';
 import type { PluginConfig } from '../config/netconf.js';
 import { checkNetns } from '../datapath/netns.js';
-import { type Datapath, type PodLink, type PodLinkSpec, podAddresses, subnetPrefixLength } from '../datapath/port.js';
+import { type Datapath, type PodLink, type PodLinkSpec, podAddresses } from '../datapath/port.js';
 import { teardownPodRouting } from '../datapath/routing-teardown.js';
 import { faultPoint } from '../datapath/test-hooks.js';
 import { UndoStack } from '../datapath/undo.js';
@@ -20,7 +20,8 @@ import { type AttachmentLock, lockAttachment } from '../journal/lock.js';
 import { classify } from './classify.js';
 import type { CallContext } from './context.js';
 import { explainFamilyMismatch } from './family-check.js';
-import { podRouting, routingTeardown } from './routing.js';
+import { podLinkSpec } from './link-spec.js';
+import { routingTeardown } from './routing.js';
 
 /**
  * ADD, in the order the protocol reads: parse → the attachment's lock → journal intent → claim (Query + UpdateItem,
@@ -50,7 +51,7 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
     const recorded = recordAddress(ctx, call, pod, undo);
     const datapath = await datapathReady;
     marks['netlink'] = performance.now();
-    const spec = linkSpec(ctx, pod);
+    const spec = podLinkSpec(ctx, pod.v4, pod.v6);
     const link = await wire(ctx, datapath, spec, pod, intent.reused, undo);
     const ours = cniResult(link, spec);
     await recorded;
@@ -225,25 +226,6 @@ function recordAddress(ctx: CallContext, call: AddCall, pod: PodLeases, undo: Un
   undo.push('journal-record', () => recorded.catch(() => undefined));
   faultPoint(ctx.hooks, 'journal-record');
   return recorded;
-}
-
-function linkSpec(ctx: CallContext, pod: PodLeases): PodLinkSpec {
-  const { request: req, config } = ctx;
-  const { v4, v6 } = pod;
-  const routing = podRouting(config, req.containerId, v4.deviceIndex);
-  return {
-    netnsPath: req.netns,
-    ifName: req.ifName,
-    masterMac: v4.mac,
-    deviceIndex: v4.deviceIndex,
-    ip: v4.ip,
-    prefixLength: subnetPrefixLength(v4.subnetCidr),
-    gateway: v4.gateway,
-    ...(v6 ? { ipv6: { ip: v6.ip, prefixLength: subnetPrefixLength(v6.subnetCidr), gateway: v6.gateway } } : {}),
-    mtu: config.mtu,
-    mode: config.mode,
-    ...(routing ? { routing } : {}),
-  };
 }
 
 /**
