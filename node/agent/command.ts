@@ -3,6 +3,7 @@ import { errorMessage } from '../../shared/errors.js';
 import { createLogger, type Logger } from '../../shared/log.js';
 import { useIptables } from '../datapath/connmark.js';
 import { loadNetnsAddon } from '../datapath/native.js';
+import { agentHangAt } from '../datapath/test-hooks.js';
 import { detectIptablesMode, hasImageIptables, IMAGE_IPTABLES_DIR, imageIptables } from './iptables-mode.js';
 import { type AgentExtensions, type AgentSidecar, NO_EXTENSIONS } from './observer.js';
 import { AGENT_SOCKET_PATH, type AgentRequest } from './protocol.js';
@@ -62,8 +63,7 @@ export async function runAgent(
     process.stderr.write(`vpc-lease-cni agent: ${errorMessage(err)}\n`);
     return 2;
   }
-  const hangAt = env['VPC_LEASE_TEST_MODE'] === '1' ? env['VPC_LEASE_TEST_HANG_AT'] : undefined;
-  const deps = new WarmDeps(log, Date.now, hangAt, extensions.depsHooks);
+  const deps = new WarmDeps(log, Date.now, agentHangAt(env), extensions.depsHooks);
   let server: AgentServer;
   let sidecars: readonly AgentSidecar[] = [];
   try {

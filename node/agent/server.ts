@@ -179,7 +179,6 @@ export class AgentServer {
     // The addon is the agent's own, loaded from beside its executable; a request cannot name another.
     const env: NodeJS.ProcessEnv = { ...request.env };
     delete env['VPC_LEASE_NATIVE_DIR'];
-    delete env['VPC_LEASE_TEST_HANG_AT'];
     let stdout = '';
     let cniCode: number | undefined;
     const exitCode = await runSkel(pluginHandlers(this.options.deps.forCall(env)), {

@@ -2,6 +2,7 @@ import type { LeaseStore } from '../../shared/lease-store/port.js';
 import type { Logger } from '../../shared/log.js';
 import type { PluginConfig } from '../config/netconf.js';
 import { NetlinkDatapath } from '../datapath/netlink-datapath.js';
+import { withAgentHangAt } from '../datapath/test-hooks.js';
 import { type IdentityOptions, loadIdentity, type NodeIdentity } from '../identity/identity.js';
 import type { DynamoRequestObserver } from '../metrics/observed-dynamo.js';
 import type { PluginDeps } from '../plugin/context.js';
@@ -61,14 +62,14 @@ export class WarmDeps {
   constructor(
     private readonly log: Logger,
     private readonly nowMs: () => number = Date.now,
-    /** VPC_LEASE_TEST_HANG_AT from the agent's own environment (test mode), added to every call's. */
+    /** The agent's own hang point (agentHangAt), in place of any a request carries. */
     private readonly hangAt?: string,
     private readonly hooks: WarmDepsHooks = {},
   ) {}
 
   /** The PluginDeps of one forwarded call: the request's own environment, the agent's warm parts. */
   forCall(requestEnv: NodeJS.ProcessEnv): PluginDeps {
-    const env = this.hangAt ? { ...requestEnv, VPC_LEASE_TEST_HANG_AT: this.hangAt } : requestEnv;
+    const env = withAgentHangAt(requestEnv, this.hangAt);
     return {
       env,
       nowMs: this.nowMs,

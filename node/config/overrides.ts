@@ -7,19 +7,14 @@ import { CniCode, CniError } from '../cni/errors.js';
  *
  * - Test mode is `VPC_LEASE_TEST_MODE=1` in the plugin's environment, which is the runtime's (containerd's,
  *   kubelet's). Neither the installer nor the conflist can set it, so a production install never enables it.
- * - Test-only: every `VPC_LEASE_*` variable the binary reads (the native-module directory, the fault and link-kind
- *   hooks), and an IMDS endpoint other than the instance's own. Outside test mode they fail the call with a clear
- *   error instead of being ignored, so a stray variable is noticed.
+ * - Test-only: every `VPC_LEASE_*` variable the binary reads (the native-module directory, the link kind; the
+ *   fault points, which test-hooks.ts refuses itself), and an IMDS endpoint other than the instance's own.
+ *   Outside test mode they fail the call with a clear error instead of being ignored, so a stray variable is noticed.
  * - Everywhere: a DynamoDB endpoint must be https, or http to a loopback address (a local proxy): plain http to
  *   any other host would carry the session token and every lease in cleartext.
  */
 export const TEST_MODE_ENV = 'VPC_LEASE_TEST_MODE';
-export const TEST_ONLY_ENV = [
-  'VPC_LEASE_NATIVE_DIR',
-  'VPC_LEASE_TEST_LINK_KIND',
-  'VPC_LEASE_TEST_FAIL_AT',
-  'VPC_LEASE_TEST_SKIP_ENI_UP',
-] as const;
+export const TEST_ONLY_ENV = ['VPC_LEASE_NATIVE_DIR', 'VPC_LEASE_TEST_LINK_KIND'] as const;
 
 /** The instance metadata service's own addresses (IPv4 link-local and the Nitro IPv6 one). */
 const IMDS_HOSTS = new Set(['169.254.169.254', '[fd00:ec2::254]']);
@@ -27,6 +22,13 @@ const IMDS_HOSTS = new Set(['169.254.169.254', '[fd00:ec2::254]']);
 export function isTestMode(env: NodeJS.ProcessEnv): boolean {
   return env[TEST_MODE_ENV] === '1';
 }
+
+/** Why settings are refused outside test mode: one wording wherever the plugin refuses one (test-hooks.ts too). */
+export function testOnlyRefusal(settings: readonly string[], why = 'refusing test-only behaviour'): string {
+  return `${settings.join(', ')} ${settings.length > 1 ? 'are' : 'is'} honoured only in test mode (${TEST_MODE_ENV}=1); ${why}`;
+}
+
+const OWN_IMDS = 'a node reads its identity from its own IMDS';
 
 function parseUrl(url: string): URL | undefined {
   try {
@@ -70,22 +72,18 @@ interface EndpointConfig {
 export function checkOverrides(env: NodeJS.ProcessEnv, config: EndpointConfig): void {
   const testMode = isTestMode(env);
   const stray = TEST_ONLY_ENV.filter((name) => env[name] !== undefined && env[name] !== '');
-  if (!testMode && stray.length > 0)
-    throw new CniError(
-      CniCode.invalidEnvironment,
-      `${stray.join(', ')} ${stray.length > 1 ? 'are' : 'is'} honoured only in test mode (${TEST_MODE_ENV}=1); refusing test-only behaviour`,
-    );
+  if (!testMode && stray.length > 0) throw new CniError(CniCode.invalidEnvironment, testOnlyRefusal(stray));
   const envImds = env['AWS_EC2_METADATA_SERVICE_ENDPOINT'];
   if (!testMode && envImds && !isImdsEndpoint(envImds))
     throw new CniError(
       CniCode.invalidEnvironment,
-      `AWS_EC2_METADATA_SERVICE_ENDPOINT=${envImds} is honoured only in test mode (${TEST_MODE_ENV}=1); a node reads its identity from its own IMDS`,
+      testOnlyRefusal([`AWS_EC2_METADATA_SERVICE_ENDPOINT=${envImds}`], OWN_IMDS),
     );
   if (!testMode && config.imdsEndpoint && !isImdsEndpoint(config.imdsEndpoint))
     throw new CniError(
       CniCode.invalidConfig,
       'invalid network configuration',
-      `imdsEndpoint: ${config.imdsEndpoint} is honoured only in test mode (${TEST_MODE_ENV}=1); a node reads its identity from its own IMDS`,
+      testOnlyRefusal([`imdsEndpoint: ${config.imdsEndpoint}`], OWN_IMDS),
     );
   for (const name of ['AWS_ENDPOINT_URL_DYNAMODB', 'AWS_ENDPOINT_URL'] as const) {
     const value = env[name];

@@ -1,9 +1,10 @@
 import { VpcLeaseError } from '../../shared/errors.js';
 import { CniCode, CniError } from '../cni/errors.js';
+import { isTestMode, testOnlyRefusal } from '../config/overrides.js';
 import { EGRESS_STEPS, ROUTING_STEPS, type RoutingStep } from './pod-routing.js';
 
 /**
- * Test-only switches, honoured only with VPC_LEASE_TEST_MODE=1 and refused otherwise, so a stray variable on a
+ * Test-only switches, honoured only in test mode (overrides.ts) and refused otherwise, so a stray variable on a
  * real node can never change what the plugin does:
  * - VPC_LEASE_TEST_LINK_KIND=macvlan: this machine's kernel has no ipvlan; macvlan takes the same netlink path.
  * - VPC_LEASE_TEST_FAIL_AT=<step>: fail right after <step> completed, to prove its undo runs. The steps of
@@ -12,7 +13,17 @@ import { EGRESS_STEPS, ROUTING_STEPS, type RoutingStep } from './pod-routing.js'
  *   does not bring a hot-plugged ENI up gives its pods no carrier.
  * - VPC_LEASE_TEST_HANG_AT=<step>: block the whole process right after <step>, so a test can SIGKILL the node
  *   agent with an ADD half done at a known point (the agent sets it from its own environment, never a request's).
+ * The last three are fault points: the shipped executable is built without them (__VPC_LEASE_FAULTS__).
  */
+declare global {
+  /**
+   * False in the shipped build (packaging/build.ts defines it), so esbuild drops every fault point with its
+   * variables' names; unset (on) in TypeScript sources and the development build. Each use reads it afresh:
+   * esbuild folds the constant where it stands, not through a variable of a lazily initialised module.
+   */
+  var __VPC_LEASE_FAULTS__: boolean | undefined;
+}
+
 export const FAULT_STEPS = [
   'journal-intent',
   'claim',
@@ -47,19 +58,27 @@ export class InjectedFault extends VpcLeaseError {
 
 export const NO_HOOKS: TestHooks = { linkKind: 'ipvlan' };
 
+/** The fault points' variables; none in the shipped build. */
+const FAULT_ENV =
+  globalThis.__VPC_LEASE_FAULTS__ !== false
+    ? ['VPC_LEASE_TEST_FAIL_AT', 'VPC_LEASE_TEST_SKIP_ENI_UP', 'VPC_LEASE_TEST_HANG_AT']
+    : [];
+
 export function testHooksFromEnv(env: NodeJS.ProcessEnv): TestHooks {
   const kind = env['VPC_LEASE_TEST_LINK_KIND'];
+  const set = ['VPC_LEASE_TEST_LINK_KIND', ...FAULT_ENV].filter((name) => env[name]);
+  if (set.length === 0) return NO_HOOKS;
+  if (!isTestMode(env)) throw new CniError(CniCode.invalidEnvironment, testOnlyRefusal(set));
+  if (kind && kind !== 'ipvlan' && kind !== 'macvlan')
+    throw new CniError(CniCode.invalidEnvironment, `VPC_LEASE_TEST_LINK_KIND must be ipvlan or macvlan, got ${kind}`);
+  return { linkKind: kind === 'macvlan' ? 'macvlan' : 'ipvlan', ...faultsFromEnv(env) };
+}
+
+function faultsFromEnv(env: NodeJS.ProcessEnv): Omit<TestHooks, 'linkKind'> {
+  if (globalThis.__VPC_LEASE_FAULTS__ === false) return {};
   const failAt = env['VPC_LEASE_TEST_FAIL_AT'];
   const skipEniUp = env['VPC_LEASE_TEST_SKIP_ENI_UP'];
   const hangAt = env['VPC_LEASE_TEST_HANG_AT'];
-  if (!kind && !failAt && !skipEniUp && !hangAt) return NO_HOOKS;
-  if (env['VPC_LEASE_TEST_MODE'] !== '1')
-    throw new CniError(
-      CniCode.invalidEnvironment,
-      'VPC_LEASE_TEST_* variables are set but VPC_LEASE_TEST_MODE is not 1; refusing test-only behaviour',
-    );
-  if (kind && kind !== 'ipvlan' && kind !== 'macvlan')
-    throw new CniError(CniCode.invalidEnvironment, `VPC_LEASE_TEST_LINK_KIND must be ipvlan or macvlan, got ${kind}`);
   if (failAt && !ALL_STEPS.includes(failAt))
     throw new CniError(CniCode.invalidEnvironment, `VPC_LEASE_TEST_FAIL_AT: unknown step ${failAt}`);
   if (hangAt && !ALL_STEPS.includes(hangAt))
@@ -67,7 +86,6 @@ export function testHooksFromEnv(env: NodeJS.ProcessEnv): TestHooks {
   if (skipEniUp && skipEniUp !== '1')
     throw new CniError(CniCode.invalidEnvironment, `VPC_LEASE_TEST_SKIP_ENI_UP must be 1, got ${skipEniUp}`);
   return {
-    linkKind: kind === 'macvlan' ? 'macvlan' : 'ipvlan',
     ...(failAt ? { failAt: failAt as FaultStep } : {}),
     ...(skipEniUp ? { skipEniUp: true } : {}),
     ...(hangAt ? { hangAt: hangAt as FaultStep } : {}),
@@ -75,7 +93,20 @@ export function testHooksFromEnv(env: NodeJS.ProcessEnv): TestHooks {
 }
 
 export function faultPoint(hooks: TestHooks, step: FaultStep): void {
+  if (globalThis.__VPC_LEASE_FAULTS__ === false) return;
   if (hooks.failAt === step) throw new InjectedFault(step);
   // Synchronous on purpose: nothing else in the process may run on (the test kills it here).
   if (hooks.hangAt === step) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+}
+
+/** The node agent's own hang point (test mode), which it adds to every forwarded call's environment. */
+export function agentHangAt(env: NodeJS.ProcessEnv): string | undefined {
+  return globalThis.__VPC_LEASE_FAULTS__ !== false && isTestMode(env) ? env['VPC_LEASE_TEST_HANG_AT'] : undefined;
+}
+
+/** A forwarded call's environment: without the request's own hang point, with the agent's if it has one. */
+export function withAgentHangAt(env: NodeJS.ProcessEnv, hangAt: string | undefined): NodeJS.ProcessEnv {
+  if (globalThis.__VPC_LEASE_FAULTS__ === false) return env;
+  const { VPC_LEASE_TEST_HANG_AT: _fromRequest, ...rest } = env;
+  return hangAt ? { ...rest, VPC_LEASE_TEST_HANG_AT: hangAt } : rest;
 }

@@ -1,5 +1,6 @@
 import { startupSnapshot } from 'node:v8';
 import { runCli } from '../cli.js';
+import { isTestMode } from '../config/overrides.js';
 
 /**
  * The entry of the self-contained executable (a Node single executable application, built by packaging/build.ts).
@@ -10,7 +11,7 @@ import { runCli } from '../cli.js';
  */
 function main(): void {
   // Outside tests the native parts come only from beside the executable, never from a directory the caller names.
-  if (process.env['VPC_LEASE_TEST_MODE'] !== '1') delete process.env['VPC_LEASE_NATIVE_DIR'];
+  if (!isTestMode(process.env)) delete process.env['VPC_LEASE_NATIVE_DIR'];
   // One dispatch line; exit explicitly so a kept-alive socket can never hold the runtime waiting.
   runCli(process.argv.slice(2), process.env).then((code) => process.exit(code));
 }

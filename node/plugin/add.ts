@@ -1,5 +1,4 @@
-import type { Lease } from '../../shared/domain/lease.js';
-import { sameHolder } from '../../shared/domain/lease.js';
+import { type Lease, type LeaseHolder, sameHolder } from '../../shared/domain/lease.js';
 import { DynamoServiceError, isTransient } from '../../shared/dynamo/errors.js';
 import { StoreUnavailableError } from '../../shared/errors.js';
 import { ipFamilyOf } from '../../shared/ipv6.js';
@@ -11,24 +10,27 @@ import { appendResult, formatResult, parsePrevResult } from '../cni/result.js';
 import type { CniOutput } from '../cni/skel.js';
 import type { PluginConfig } from '../config/netconf.js';
 import { checkNetns } from '../datapath/netns.js';
-import { type PodLink, type PodLinkSpec, podAddresses, subnetPrefixLength } from '../datapath/port.js';
+import { type Datapath, type PodLink, type PodLinkSpec, podAddresses } from '../datapath/port.js';
 import { teardownPodRouting } from '../datapath/routing-teardown.js';
 import { faultPoint } from '../datapath/test-hooks.js';
 import { UndoStack } from '../datapath/undo.js';
 import { verifyAttachment } from '../datapath/verify.js';
+import type { NodeIdentity } from '../identity/identity.js';
 import { type AttachmentLock, lockAttachment } from '../journal/lock.js';
 import { classify } from './classify.js';
 import type { CallContext } from './context.js';
 import { explainFamilyMismatch } from './family-check.js';
-import { podRouting, routingTeardown } from './routing.js';
+import { podLinkSpec } from './link-spec.js';
+import { routingTeardown } from './routing.js';
 
 /**
- * ADD, in the order the protocol reads: the attachment's lock → journal intent → claim (Query + UpdateItem, nothing else on the store)
- * → journal the address → build the link in the pod → print the result. Every step pushes its undo; a failure
- * anywhere releases the claim, removes the link and the record, and reports the original error.
+ * ADD, in the order the protocol reads: parse → the attachment's lock → journal intent → claim (Query + UpdateItem,
+ * nothing else on the store) → journal the address → wire the link in the pod → print the result. Every step
+ * pushes its undo on one list; a failure anywhere releases the claim, removes the link and the record, and reports
+ * the original error.
  */
 export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
-  const { request: req, config, journal, log } = ctx;
+  const { request: req, config, log } = ctx;
   const prev = req.netconf['prevResult'] !== undefined ? parsePrevResult(req.netconf['prevResult']) : undefined;
   const undo = new UndoStack(log);
   let lock: AttachmentLock | undefined;
@@ -38,164 +40,20 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
     const marks: Record<string, number> = { start: performance.now() };
     // Two ADDs of one attachment never run side by side, however long the first hangs (the runtime's retry).
     lock = await lockAttachment(config.dataDir, req.containerId, req.ifName, config.attachmentLockWaitMs);
-    const identity = await ctx.identity();
-    const store = await ctx.store();
+    const call = await openCall(ctx);
     marks['identity'] = performance.now();
-    const arn = identity.instanceArn;
-    const holder = ctx.holder;
-    const nowMs = ctx.nowMs();
-
-    const family = config.ipFamily;
-    const wanted = family === 'dual' ? 2 : 1;
-    let leases: Lease[] = [];
-    let reused = false;
-    const fresh = journal.createIntent({
-      containerId: req.containerId,
-      ifName: req.ifName,
-      netns: req.netns,
-      createdAtMs: nowMs,
-      pid: process.pid,
-    });
-    if (!fresh) {
-      // A repeated ADD (its predecessor finished or died: we hold the lock). A complete record costs one GetItem
-      // to confirm; an intent alone means a crash between the claim and its record, so ask the store.
-      const record = journal.read(req.containerId, req.ifName);
-      const recorded = [record?.ip, record?.ipv6?.ip].filter((ip): ip is string => ip !== undefined);
-      if (recorded.length === wanted) {
-        const held = await Promise.all(recorded.map((ip) => store.getLease(arn, ip)));
-        if (held.every((l) => l?.state === 'CLAIMED' && l.holder && sameHolder(l.holder, holder)))
-          leases = held as Lease[];
-      }
-      if (leases.length < wanted) leases = await findPodLeases(store, arn, req.containerId, req.ifName, family);
-      // A dual ADD that crashed between its two claims holds one lease: the claim below finds it and adds the other.
-      reused = leases.length === wanted;
-      log.info('repeated ADD', { recorded, found: leases.map((l) => l.ip) });
-    }
-    // From here the record is ours (fresh, or a finished or crashed ADD of the same attachment).
-    // Kept when a claim's outcome stays unknown: the intent then tells the next ADD or DEL of this attachment to
-    // look the holder up, so a claim that landed is found (reused or released), never left beside a second one.
-    let keepIntent = false;
-    undo.push('journal-intent', () => {
-      if (!keepIntent) journal.remove(req.containerId, req.ifName);
-    });
-    faultPoint(ctx.hooks, 'journal-intent');
-
+    const intent = await openIntent(ctx, call, undo);
     // Load netlink (CPU-bound) while the claim's requests are on the wire; setImmediate lets them leave first.
     const datapathReady = new Promise<void>((resolve) => setImmediate(resolve)).then(() => ctx.datapath());
     datapathReady.catch(() => undefined); // awaited below; a failure is reported there, not as unhandled
-    if (!reused) {
-      try {
-        leases = [
-          ...(await claimPodLeases(store, arn, holder, nowMs, family, { checkExisting: leases.length > 0 }, () =>
-            faultPoint(ctx.hooks, 'between-claims'),
-          )),
-        ];
-      } catch (err) {
-        // A claim that failed on the wire may still have landed (the write done, every answer lost): give back
-        // whatever this attachment holds, or the runtime's retry of this ADD finds its own address taken.
-        if (err instanceof StoreUnavailableError)
-          await releaseHeld(store, arn, holder, ctx.nowMs(), config.reuseWaitMs, wanted).catch(() => {
-            keepIntent = true;
-          });
-        throw await explainFamilyMismatch(err, store, arn, family);
-      }
-    }
+    const pod = await claim(ctx, call, intent, undo);
     marks['claim'] = performance.now();
-    const [claimed, claimedV6] = leases as [Lease, Lease | undefined];
-    const ipv6Lease = family === 'dual' ? claimedV6 : undefined;
-    undo.push('claim', async () => {
-      for (const lease of leases) await store.release(arn, holder, ctx.nowMs(), config.reuseWaitMs, lease.ip);
-    });
-    faultPoint(ctx.hooks, 'claim');
-
-    // Synced while the datapath is built; awaited before the result (and by the undo, before it removes it).
-    const recorded = journal.write({
-      containerId: req.containerId,
-      ifName: req.ifName,
-      netns: req.netns,
-      createdAtMs: nowMs,
-      ip: claimed.ip,
-      placement: {
-        eniId: claimed.eniId,
-        deviceIndex: claimed.deviceIndex,
-        mac: claimed.mac,
-        subnetId: claimed.subnetId,
-        subnetCidr: claimed.subnetCidr,
-        gateway: claimed.gateway,
-      },
-      ...(ipv6Lease
-        ? { ipv6: { ip: ipv6Lease.ip, subnetCidr: ipv6Lease.subnetCidr, gateway: ipv6Lease.gateway } }
-        : {}),
-    });
-    recorded.catch(() => undefined); // awaited below or by the undo
-    undo.push('journal-record', () => recorded.catch(() => undefined));
-    faultPoint(ctx.hooks, 'journal-record');
-
-    const prefixLength = subnetPrefixLength(claimed.subnetCidr);
+    const recorded = recordAddress(ctx, call, pod, undo);
     const datapath = await datapathReady;
     marks['netlink'] = performance.now();
-    const routing = podRouting(config, req.containerId, claimed.deviceIndex);
-    const spec: PodLinkSpec = {
-      netnsPath: req.netns,
-      ifName: req.ifName,
-      masterMac: claimed.mac,
-      deviceIndex: claimed.deviceIndex,
-      ip: claimed.ip,
-      prefixLength,
-      gateway: claimed.gateway,
-      ...(ipv6Lease
-        ? {
-            ipv6: {
-              ip: ipv6Lease.ip,
-              prefixLength: subnetPrefixLength(ipv6Lease.subnetCidr),
-              gateway: ipv6Lease.gateway,
-            },
-          }
-        : {}),
-      mtu: config.mtu,
-      mode: config.mode,
-      ...(routing ? { routing } : {}),
-    };
-    let link: PodLink | undefined;
-    if (reused) {
-      // The runtime repeats an ADD when it doubts the first: keep the attachment only if all of it is intact
-      // (link, rule, table route, host veth), else remove what is left and build it again.
-      const found = await verifyAttachment(datapath, spec, ctx.hooks.linkKind);
-      if (found.problems.length === 0 && found.link)
-        link = { ifName: req.ifName, mac: found.link.mac, mtu: found.link.mtu, sandbox: req.netns };
-      else {
-        log.warn('repeated ADD: rebuilding the attachment', { problems: found.problems });
-        await datapath.teardown(req.netns, req.ifName);
-        const teardown = routingTeardown(config, req, placementOf(claimed, ipv6Lease));
-        if (teardown) await teardownPodRouting(req.netns, teardown);
-      }
-    }
-    if (!link) {
-      // The other pods on this ENI's interface: setup refuses to re-mode an ipvlan master they already share.
-      const peers = journal
-        .list()
-        .filter(
-          (r) => r.placement?.mac === claimed.mac && !(r.containerId === req.containerId && r.ifName === req.ifName),
-        )
-        .map((r) => ({ netnsPath: r.netns, ifName: r.ifName }));
-      link = await datapath.setup({ ...spec, peers });
-    }
-    // Also for a link a previous ADD built: the claim is released on failure, so its address must go too.
-    undo.push('datapath', async () => {
-      await datapath.teardown(req.netns, req.ifName);
-      const routing = routingTeardown(config, req, placementOf(claimed, ipv6Lease));
-      if (routing) await teardownPodRouting(req.netns, routing);
-    });
-
-    const ours: CniResult = {
-      interfaces: [{ name: link.ifName, mac: link.mac, mtu: link.mtu, sandbox: link.sandbox }],
-      ips: podAddresses(spec).map((a) => ({ address: `${a.ip}/${a.prefixLength}`, gateway: a.gateway, interface: 0 })),
-      routes: podAddresses(spec).map((a) => ({
-        dst: ipFamilyOf(a.ip) === 'ipv6' ? '::/0' : '0.0.0.0/0',
-        gw: a.gateway,
-      })),
-      dns: {},
-    };
+    const spec = podLinkSpec(ctx, pod.v4, pod.v6);
+    const link = await wire(ctx, datapath, spec, pod, intent.reused, undo);
+    const ours = cniResult(link, spec);
     await recorded;
     marks['datapath'] = performance.now();
     faultPoint(ctx.hooks, 'print-result');
@@ -203,11 +61,11 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
     // Milliseconds since the process started, per phase: where a slow ADD spent its time.
     const sinceStartMs = Object.fromEntries(Object.entries(marks).map(([k, v]) => [k, Math.round(v)]));
     log.info('added', {
-      ip: claimed.ip,
-      ...(ipv6Lease ? { ipv6: ipv6Lease.ip } : {}),
-      eniId: claimed.eniId,
-      reused,
-      identity: identity.source,
+      ip: pod.v4.ip,
+      ...(pod.v6 ? { ipv6: pod.v6.ip } : {}),
+      eniId: pod.v4.eniId,
+      reused: intent.reused,
+      identity: call.identity.source,
       sinceStartMs,
     });
     return formatResult(prev ? appendResult(prev, ours) : ours, req.version);
@@ -222,6 +80,206 @@ export async function cmdAdd(ctx: CallContext): Promise<CniOutput> {
   } finally {
     await lock?.release();
   }
+}
+
+/** What every step of one ADD works with: the node, its store, the attachment's holder, the call's time. */
+interface AddCall {
+  readonly identity: NodeIdentity;
+  readonly store: LeaseStore;
+  readonly arn: string;
+  readonly holder: LeaseHolder;
+  readonly nowMs: number;
+  /** Leases the pod holds: two for a dual-stack pod. */
+  readonly wanted: number;
+}
+
+async function openCall(ctx: CallContext): Promise<AddCall> {
+  const identity = await ctx.identity();
+  const store = await ctx.store();
+  return {
+    identity,
+    store,
+    arn: identity.instanceArn,
+    holder: ctx.holder,
+    nowMs: ctx.nowMs(),
+    wanted: ctx.config.ipFamily === 'dual' ? 2 : 1,
+  };
+}
+
+/** The attachment's journal intent, and what a repeated ADD already holds. */
+interface Intent {
+  /** Leases the attachment held before this ADD (a repeated one). */
+  readonly leases: Lease[];
+  /** All of them: this ADD claims nothing and checks the link it finds instead. */
+  readonly reused: boolean;
+  /**
+   * Set when a claim's outcome stays unknown: the intent then tells the next ADD or DEL of this attachment to
+   * look the holder up, so a claim that landed is found (reused or released), never left beside a second one.
+   */
+  keep: boolean;
+}
+
+/** Writes the intent, or for a repeated ADD (its predecessor finished or died: we hold the lock) finds its leases. */
+async function openIntent(ctx: CallContext, call: AddCall, undo: UndoStack): Promise<Intent> {
+  const { request: req, journal } = ctx;
+  const fresh = journal.createIntent({
+    containerId: req.containerId,
+    ifName: req.ifName,
+    netns: req.netns,
+    createdAtMs: call.nowMs,
+    pid: process.pid,
+  });
+  const leases = fresh ? [] : await heldBefore(ctx, call);
+  // A dual ADD that crashed between its two claims holds one lease: the claim finds it and adds the other.
+  const intent: Intent = { leases, reused: leases.length === call.wanted, keep: false };
+  // From here the record is ours (fresh, or a finished or crashed ADD of the same attachment).
+  undo.push('journal-intent', () => {
+    if (!intent.keep) journal.remove(req.containerId, req.ifName);
+  });
+  faultPoint(ctx.hooks, 'journal-intent');
+  return intent;
+}
+
+/**
+ * A complete record costs one GetItem per address to confirm; an intent alone means a crash between the claim
+ * and its record, so ask the store.
+ */
+async function heldBefore(ctx: CallContext, call: AddCall): Promise<Lease[]> {
+  const { request: req, journal, log } = ctx;
+  const record = journal.read(req.containerId, req.ifName);
+  const recorded = [record?.ip, record?.ipv6?.ip].filter((ip): ip is string => ip !== undefined);
+  let leases: Lease[] = [];
+  if (recorded.length === call.wanted) {
+    const held = await Promise.all(recorded.map((ip) => call.store.getLease(call.arn, ip)));
+    if (held.every((l) => l?.state === 'CLAIMED' && l.holder && sameHolder(l.holder, call.holder)))
+      leases = held as Lease[];
+  }
+  if (leases.length < call.wanted)
+    leases = await findPodLeases(call.store, call.arn, req.containerId, req.ifName, ctx.config.ipFamily);
+  log.info('repeated ADD', { recorded, found: leases.map((l) => l.ip) });
+  return leases;
+}
+
+/** The pod's leases: its IPv4 or IPv6 one, and a dual pod's IPv6 one beside it. */
+interface PodLeases {
+  readonly v4: Lease;
+  readonly v6: Lease | undefined;
+}
+
+async function claim(ctx: CallContext, call: AddCall, intent: Intent, undo: UndoStack): Promise<PodLeases> {
+  const { config } = ctx;
+  const { store, arn, holder } = call;
+  let leases = intent.leases;
+  if (!intent.reused) {
+    try {
+      leases = [
+        ...(await claimPodLeases(
+          store,
+          arn,
+          holder,
+          call.nowMs,
+          config.ipFamily,
+          { checkExisting: leases.length > 0 },
+          () => faultPoint(ctx.hooks, 'between-claims'),
+        )),
+      ];
+    } catch (err) {
+      // A claim that failed on the wire may still have landed (the write done, every answer lost): give back
+      // whatever this attachment holds, or the runtime's retry of this ADD finds its own address taken.
+      if (err instanceof StoreUnavailableError)
+        await releaseHeld(store, arn, holder, ctx.nowMs(), config.reuseWaitMs, call.wanted).catch(() => {
+          intent.keep = true;
+        });
+      throw await explainFamilyMismatch(err, store, arn, config.ipFamily);
+    }
+  }
+  const [v4, v6] = leases as [Lease, Lease | undefined];
+  undo.push('claim', async () => {
+    for (const lease of leases) await store.release(arn, holder, ctx.nowMs(), config.reuseWaitMs, lease.ip);
+  });
+  faultPoint(ctx.hooks, 'claim');
+  return { v4, v6: config.ipFamily === 'dual' ? v6 : undefined };
+}
+
+/** Starts syncing the address to the journal while the datapath is built; awaited before the result. */
+function recordAddress(ctx: CallContext, call: AddCall, pod: PodLeases, undo: UndoStack): Promise<void> {
+  const { request: req, journal } = ctx;
+  const { v4, v6 } = pod;
+  const recorded = journal.write({
+    containerId: req.containerId,
+    ifName: req.ifName,
+    netns: req.netns,
+    createdAtMs: call.nowMs,
+    ip: v4.ip,
+    placement: {
+      eniId: v4.eniId,
+      deviceIndex: v4.deviceIndex,
+      mac: v4.mac,
+      subnetId: v4.subnetId,
+      subnetCidr: v4.subnetCidr,
+      gateway: v4.gateway,
+    },
+    ...(v6 ? { ipv6: { ip: v6.ip, subnetCidr: v6.subnetCidr, gateway: v6.gateway } } : {}),
+  });
+  recorded.catch(() => undefined); // awaited by the caller or by the undo
+  // The undo waits for the write before it removes the record.
+  undo.push('journal-record', () => recorded.catch(() => undefined));
+  faultPoint(ctx.hooks, 'journal-record');
+  return recorded;
+}
+
+/**
+ * Builds the pod's link, or keeps the one a repeated ADD finds intact. The runtime repeats an ADD when it doubts
+ * the first: the attachment is kept only if all of it is (link, rule, table route, host veth), else what is left
+ * is removed and built again.
+ */
+async function wire(
+  ctx: CallContext,
+  datapath: Datapath,
+  spec: PodLinkSpec,
+  pod: PodLeases,
+  reused: boolean,
+  undo: UndoStack,
+): Promise<PodLink> {
+  const { request: req, config, log } = ctx;
+  const teardown = async (): Promise<void> => {
+    await datapath.teardown(req.netns, req.ifName);
+    const routing = routingTeardown(config, req, placementOf(pod.v4, pod.v6));
+    if (routing) await teardownPodRouting(req.netns, routing);
+  };
+  let link: PodLink | undefined;
+  if (reused) {
+    const found = await verifyAttachment(datapath, spec, ctx.hooks.linkKind);
+    if (found.problems.length === 0 && found.link)
+      link = { ifName: req.ifName, mac: found.link.mac, mtu: found.link.mtu, sandbox: req.netns };
+    else {
+      log.warn('repeated ADD: rebuilding the attachment', { problems: found.problems });
+      await teardown();
+    }
+  }
+  link ??= await datapath.setup({ ...spec, peers: peersOnMaster(ctx, pod.v4.mac) });
+  // Also for a link a previous ADD built: the claim is released on failure, so its address must go too.
+  undo.push('datapath', teardown);
+  return link;
+}
+
+/** The other pods on this ENI's interface: setup refuses to re-mode an ipvlan master they already share. */
+function peersOnMaster(ctx: CallContext, mac: string): { netnsPath: string; ifName: string }[] {
+  const { request: req, journal } = ctx;
+  return journal
+    .list()
+    .filter((r) => r.placement?.mac === mac && !(r.containerId === req.containerId && r.ifName === req.ifName))
+    .map((r) => ({ netnsPath: r.netns, ifName: r.ifName }));
+}
+
+function cniResult(link: PodLink, spec: PodLinkSpec): CniResult {
+  const addresses = podAddresses(spec);
+  return {
+    interfaces: [{ name: link.ifName, mac: link.mac, mtu: link.mtu, sandbox: link.sandbox }],
+    ips: addresses.map((a) => ({ address: `${a.ip}/${a.prefixLength}`, gateway: a.gateway, interface: 0 })),
+    routes: addresses.map((a) => ({ dst: ipFamilyOf(a.ip) === 'ipv6' ? '::/0' : '0.0.0.0/0', gw: a.gateway })),
+    dns: {},
+  };
 }
 
 /** What the routing teardown needs of the claimed leases: a dual pod's IPv6 address has rules of its own. */

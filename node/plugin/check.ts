@@ -7,7 +7,7 @@ import { subnetPrefixLength } from '../datapath/port.js';
 import { verifyAttachment } from '../datapath/verify.js';
 import { classify } from './classify.js';
 import type { CallContext } from './context.js';
-import { podRouting } from './routing.js';
+import { podLinkSpec } from './link-spec.js';
 
 function mismatch(what: string): CniError {
   return new CniError(CniCode.checkFailed, 'CHECK failed', what);
@@ -50,24 +50,7 @@ export async function cmdCheck(ctx: CallContext): Promise<CniOutput> {
     }
 
     const datapath = await ctx.datapath();
-    const routing = podRouting(config, req.containerId, lease.deviceIndex);
-    const found = await verifyAttachment(
-      datapath,
-      {
-        netnsPath: req.netns,
-        ifName: req.ifName,
-        masterMac: lease.mac,
-        deviceIndex: lease.deviceIndex,
-        ip: lease.ip,
-        prefixLength: subnetPrefixLength(lease.subnetCidr),
-        gateway: lease.gateway,
-        ...(v6 ? { ipv6: { ip: v6.ip, prefixLength: subnetPrefixLength(v6.subnetCidr), gateway: v6.gateway } } : {}),
-        mtu: config.mtu,
-        mode: config.mode,
-        ...(routing ? { routing } : {}),
-      },
-      ctx.hooks.linkKind,
-    );
+    const found = await verifyAttachment(datapath, podLinkSpec(ctx, lease, v6), ctx.hooks.linkKind);
     if (found.problems.length > 0) throw mismatch(found.problems.join('; '));
     const prevMac = prev.interfaces[ifIndex]?.mac;
     if (prevMac !== undefined && prevMac !== found.link?.mac)

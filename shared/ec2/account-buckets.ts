@@ -1,6 +1,6 @@
 import throttlingTable from '../data/ec2-api-throttling.json' with { type: 'json' };
 import { ValidationError } from '../errors.js';
-import type { BucketRate } from './rate-budget.js';
+import type { BucketRate } from './gcra.js';
 
 /**
  * EC2's request token buckets for one account and Region, by bucket key (an action, `Describe*`, or

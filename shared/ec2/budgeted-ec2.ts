@@ -1,5 +1,6 @@
 import type { InstanceLimits } from '../domain/limits.js';
 import { bucketFor, type Ec2Buckets } from './account-buckets.js';
+import type { BucketRate } from './gcra.js';
 import type {
   AttachEniRequest,
   CreateEniRequest,
@@ -10,7 +11,7 @@ import type {
   EniQuery,
   SubnetQuery,
 } from './port.js';
-import type { BucketRate, RateBudget } from './rate-budget.js';
+import type { RateBudget } from './rate-budget.js';
 
 /** EC2's key for DescribeNetworkInterfaces without filters or without pagination (its own smaller bucket). */
 export const DESCRIBE_ENIS_UNPAGINATED = 'DescribeNetworkInterfaces (unfiltered or unpaginated)';

@@ -2,7 +2,8 @@ import type { DynamoApi } from '../dynamo/api.js';
 import { isConditionalCheckFailed } from '../dynamo/errors.js';
 import { num } from '../lease-store/attribute-value.js';
 import { TABLE_KEYS } from '../lease-store/table.js';
-import { type BucketRate, intervalMs, type RateBudgetStore, type TakeResult } from './rate-budget.js';
+import { type BucketRate, intervalMs } from './gcra.js';
+import type { RateBudgetStore, TakeResult } from './rate-budget-store.js';
 
 /**
  * The partition of the budget items in the lease table. Not an instance ARN, so the node policy's

@@ -1,138 +1,22 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Clock } from '../clock.js';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
 import { sleepMs } from '../sleep.js';
+import { byStart, type CallState, currentCallState, type HeldTicket } from './ec2-call-context.js';
 import { Ec2ApiError } from './errors.js';
+import { type BucketRate, intervalMs, tokenStartMs, tokensThatFit } from './gcra.js';
+import type { RateBudgetStore, TakeResult } from './rate-budget-store.js';
 
 /**
  * One EC2 rate budget per account and Region, shared by every Lambda: calls are scheduled into EC2's request
- * token buckets instead of retried against them. The shared state per bucket is one number, the GCRA
- * "theoretical arrival time" `tatMs` (when the bucket would be full again if nobody took more): taking n
- * tokens moves it to max(tat, now) + n·interval, and the k-th of them may be sent once the bucket holds it,
- * at max(now, tat_k − capacity·interval). A reservation is therefore one atomic add on the stored time, so
- * concurrent takers never read-modify-write each other; a caller then sleeps until its token's start.
+ * token buckets instead of retried against them.
+ * - The arithmetic (gcra.ts): one stored time per bucket; a take is one atomic add on it, and a token's start
+ *   follows from it, so concurrent takers never read-modify-write each other.
+ * - The store (rate-budget-store.ts): where those times live, the lease table for the Lambdas.
+ * - The work's context (ec2-call-context.ts): arrival order, the invocation's bound, tickets held ahead.
+ * - The scheduler (here): takers queue in arrival order, are served in batches by one store round trip, then
+ *   sleep until their token's start, or are deferred (RateBudgetDeferral) when it starts past their bound.
  */
-export interface BucketRate {
-  /** Tokens the bucket holds when full. */
-  readonly bucket: number;
-  readonly refillPerSecond: number;
-  /**
-   * Tokens of EC2's bucket the budget does not hand out (ec2BucketRates): so many refill intervals late a held
-   * ticket may still be used without overdrawing EC2's bucket. Absent: the budget's `ticketGraceTokens`.
-   */
-  readonly heldBackTokens?: number;
-}
-
-export type TakeResult =
-  /** `count` tokens are reserved; the stored time before them was `baseMs` (≥ the request's now). */
-  | { readonly kind: 'granted'; readonly baseMs: number }
-  /** The last token would start later than allowed; nothing was taken. `tatMs` is the stored time seen. */
-  | { readonly kind: 'short'; readonly tatMs: number };
-
-/** Where the budget's bucket times live: memory for tests, the lease table for the Lambdas. */
-export interface RateBudgetStore {
-  /**
-   * Takes `count` tokens of bucket `key` at `nowMs`, unless the last of them would start after
-   * `latestStartMs` (then nothing is taken).
-   */
-  take(key: string, count: number, rate: BucketRate, nowMs: number, latestStartMs: number): Promise<TakeResult>;
-}
-
-export function intervalMs(rate: BucketRate): number {
-  return 1000 / rate.refillPerSecond;
-}
-
-/** When the k-th (1-based) of the tokens taken after `baseMs` may be sent. */
-export function tokenStartMs(rate: BucketRate, baseMs: number, k: number, nowMs: number): number {
-  const step = intervalMs(rate);
-  return Math.max(nowMs, baseMs + k * step - rate.bucket * step);
-}
-
-/** How many tokens fit before `latestStartMs` given the stored time `tatMs` (0 when none does). */
-export function tokensThatFit(rate: BucketRate, tatMs: number, nowMs: number, latestStartMs: number): number {
-  const step = intervalMs(rate);
-  const base = Math.max(tatMs, nowMs);
-  return Math.max(0, Math.floor((latestStartMs - base) / step + rate.bucket));
-}
-
-/** The stored time after a take: the shared arithmetic of every store. */
-export function tatAfter(rate: BucketRate, tatMs: number | undefined, count: number, nowMs: number): number {
-  return Math.max(tatMs ?? nowMs, nowMs) + count * intervalMs(rate);
-}
-
-/** The budget in one process (tests, the CLI's local runs): the same arithmetic as the DynamoDB store. */
-export class MemoryRateBudgetStore implements RateBudgetStore {
-  private readonly tats = new Map<string, number>();
-  /** Takes served, for tests that count store round trips. */
-  takes = 0;
-
-  async take(key: string, count: number, rate: BucketRate, nowMs: number, latestStartMs: number): Promise<TakeResult> {
-    this.takes += 1;
-    const tat = this.tats.get(key);
-    const base = Math.max(tat ?? nowMs, nowMs);
-    if (tokenStartMs(rate, base, count, nowMs) > latestStartMs) return { kind: 'short', tatMs: base };
-    this.tats.set(key, tatAfter(rate, tat, count, nowMs));
-    return { kind: 'granted', baseMs: base };
-  }
-}
-
-/**
- * A reserved token: when it may be sent, and until when it may still be sent late. While the budget's queue
- * stays at least one token ahead of the clock, EC2's bucket is never full, so a token nobody took at its start
- * is still in it; the queue reached `usableUntilMs` + one interval right after this token was taken, and a
- * stored time only grows. Past that, only the part of EC2's burst the budget holds back covers the lateness.
- */
-export type HeldTicket = readonly [startMs: number, usableUntilMs: number];
-
-/** What an EC2 call waits for: which launch it serves (for arrival order) and until when it may wait. */
-export interface Ec2CallContext {
-  /** When the work arrived (the event's `time`): earlier arrivals get the next tokens first. */
-  readonly arrivalMs: number;
-  /** Past this, a call that would still have to wait is deferred instead (the invocation's own bound). */
-  readonly deadlineMs?: number;
-  /** Tokens the work reserved in an earlier invocation (carried in its re-enqueued event), by key. */
-  readonly tickets?: Readonly<Record<string, readonly HeldTicket[]>>;
-}
-
-/** The context of one piece of work as the budget tracks it: tickets held, calls declared but not reserved yet. */
-interface CallState {
-  readonly context: Ec2CallContext;
-  readonly tickets: Map<string, HeldTicket[]>;
-  declared?: Readonly<Record<string, number>>;
-  reserving?: Promise<void>;
-}
-
-const callContext = new AsyncLocalStorage<CallState>();
-
-/** Runs `work` with its EC2 calls ordered by `context.arrivalMs` and bounded by its deadline. */
-export function withEc2CallContext<T>(context: Ec2CallContext, work: () => Promise<T>): Promise<T> {
-  const tickets = new Map(Object.entries(context.tickets ?? {}).map(([k, v]) => [k, [...v].sort(byStart)]));
-  return callContext.run({ context, tickets }, work);
-}
-
-/**
- * Declares the calls the current work still has to make, by bucket key (EC2 action). At the first of them the
- * budget reserves them all at once, at their turn in each bucket however far ahead, so a launch deferred now
- * keeps its place: it is re-enqueued for its own token's time with the tickets (heldEc2Tickets) instead of
- * asking again and queueing behind everything that arrived meanwhile. Keys the work holds tickets for already
- * are not reserved twice. Outside a context (or without a budget) a declaration does nothing.
- */
-export function declareEc2Calls(needs: Readonly<Record<string, number>>): void {
-  const state = callContext.getStore();
-  if (!state) return;
-  const wanted = Object.entries(needs).filter(([key, n]) => n > 0 && !state.tickets.get(key)?.length);
-  state.declared = wanted.length > 0 ? Object.fromEntries(wanted) : undefined;
-}
-
-const byStart = (a: HeldTicket, b: HeldTicket): number => a[0] - b[0];
-
-/** The tickets the current work holds and has not used, to carry into its re-enqueued event. */
-export function heldEc2Tickets(): Record<string, HeldTicket[]> | undefined {
-  const state = callContext.getStore();
-  const held = [...(state?.tickets ?? [])].filter(([, starts]) => starts.length > 0);
-  return held.length > 0 ? Object.fromEntries(held.map(([k, v]) => [k, [...v]])) : undefined;
-}
 
 /**
  * A call whose token would start past its bound: the caller re-enqueues the work (with a lifecycle
@@ -236,7 +120,7 @@ export class RateBudget {
    */
   async acquire(key: string, action: string): Promise<number> {
     const { clock } = this.options;
-    const state = callContext.getStore();
+    const state = currentCallState();
     const context = state?.context;
     if (state?.declared?.[key] !== undefined) await this.reserveDeclared(state);
     else if (state?.reserving) await state.reserving;

@@ -4,7 +4,7 @@ import type { IpFamily } from '../ipv6.js';
 
 /**
  * The lease store port. One real adapter (DynamoDB, `dynamo-lease-store.ts`) and one faithful fake
- * (`memory-lease-store.ts`) pass the same contract suite (`test/lease-store/contract.ts`).
+ * (`test/support/memory-lease-store.ts`) pass the same contract suite (`test/lease-store/contract.ts`).
  *
  * Every state change is ONE conditional write on ONE item — no transactions (dynalite has none, and a single
  * conditional write is also the cheapest correct primitive: the storage write *is* the lock, like host-local's

@@ -42,11 +42,16 @@ export const NODE_INDEX = {
   projected: ['ph', 'iid', 'ca', 'ua', 'gs', 'nv'],
 } as const;
 
-/** The node index's key value for one instance ARN: a stable hash of the ARN into NODE_INDEX.shards. */
+/** The node index's key value for one instance ARN: `nodes#<nodeIndexShardNumber>`. */
 export function nodeIndexShard(instanceArn: string): string {
+  return `nodes#${nodeIndexShardNumber(instanceArn)}`;
+}
+
+/** The shard one instance ARN falls in: a stable hash of the ARN into NODE_INDEX.shards. */
+export function nodeIndexShardNumber(instanceArn: string): number {
   let h = 0;
   for (let i = 0; i < instanceArn.length; i++) h = (Math.imul(h, 31) + instanceArn.charCodeAt(i)) >>> 0;
-  return `nodes#${h % NODE_INDEX.shards}`;
+  return h % NODE_INDEX.shards;
 }
 
 export function nodeIndexShards(): string[] {

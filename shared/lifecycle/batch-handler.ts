@@ -1,12 +1,12 @@
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import { type HeldTicket, withEc2CallContext } from '../ec2/ec2-call-context.js';
 import type { Ec2Instance } from '../ec2/port.js';
 import { withPrefetchedInstance } from '../ec2/prefetched-ec2.js';
-import { type HeldTicket, withEc2CallContext } from '../ec2/rate-budget.js';
 import { errorMessage } from '../errors.js';
 import { processSqsBatch } from '../queue/batch.js';
 import type { LifecycleDeps } from './deps.js';
-import { parseLifecycleEvent } from './events.js';
-import { createLifecycleRecordHandler } from './record-handler.js';
+import { type LifecycleEvent, parseLifecycleEvent } from './events.js';
+import { createLifecycleEventHandler, createLifecycleRecordHandler } from './record-handler.js';
 
 export type SqsBatchHandler = (event: SQSEvent) => Promise<SQSBatchResponse>;
 
@@ -24,6 +24,8 @@ export interface LifecycleBatchOptions {
 
 interface Parsed {
   readonly record: SQSRecord;
+  /** Undefined when the body is malformed: the record handler then parses it and reports why. */
+  readonly event?: LifecycleEvent;
   readonly arrivalMs: number;
   readonly launchOf?: string;
   readonly tickets?: Readonly<Record<string, readonly HeldTicket[]>>;
@@ -42,17 +44,22 @@ export function createLifecycleBatchHandler(deps: LifecycleDeps, options: Lifecy
       const instances = await prefetch(deps, parsed);
       const deadlineMs = deps.clock.nowMs() + budgetWaitMs;
       const byMessage = new Map(parsed.map((p) => [p.record.messageId, p]));
-      const handlerFor = (p: Parsed | undefined): ((body: string) => Promise<void>) => {
+      const depsFor = (p: Parsed | undefined): LifecycleDeps => {
         const id = p?.launchOf;
-        if (!instances || id === undefined || !instances.has(id)) return createLifecycleRecordHandler(deps);
-        return createLifecycleRecordHandler({ ...deps, ec2: withPrefetchedInstance(deps.ec2, id, instances.get(id)) });
+        if (!instances || id === undefined || !instances.has(id)) return deps;
+        return { ...deps, ec2: withPrefetchedInstance(deps.ec2, id, instances.get(id)) };
       };
       return await processSqsBatch(
         { Records: parsed.map((p) => p.record) },
         (record) => {
           const p = byMessage.get(record.messageId);
           const context = { arrivalMs: p?.arrivalMs ?? 0, deadlineMs, ...(p?.tickets ? { tickets: p.tickets } : {}) };
-          return withEc2CallContext(context, () => handlerFor(p)(record.body));
+          const event = p?.event;
+          return withEc2CallContext(context, () =>
+            event
+              ? createLifecycleEventHandler(depsFor(p))(event)
+              : createLifecycleRecordHandler(depsFor(p))(record.body),
+          );
         },
         { logger: deps.logger },
       );
@@ -65,9 +72,10 @@ export function createLifecycleBatchHandler(deps: LifecycleDeps, options: Lifecy
 function parse(record: SQSRecord): Parsed {
   try {
     const event = parseLifecycleEvent(record.body);
-    if (event.kind === 'ignored') return { record, arrivalMs: 0 };
+    if (event.kind === 'ignored') return { record, event, arrivalMs: 0 };
     return {
       record,
+      event,
       arrivalMs: event.timeMs,
       ...(event.kind === 'launch' ? { launchOf: event.instanceId } : {}),
       ...(event.retry.tickets ? { tickets: event.retry.tickets } : {}),

@@ -1,7 +1,7 @@
 import type { LifecycleActionRef } from '../autoscaling/port.js';
 import { isInstanceId } from '../domain/arn.js';
 import { partitionOfRegion } from '../domain/partition.js';
-import type { HeldTicket } from '../ec2/rate-budget.js';
+import type { HeldTicket } from '../ec2/ec2-call-context.js';
 import { ValidationError } from '../errors.js';
 import { HOOKLESS_LAUNCH_STATES } from './hookless.js';
 

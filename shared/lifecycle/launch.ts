@@ -2,9 +2,9 @@ import { instanceArn } from '../domain/arn.js';
 import { isInstanceProvisionable } from '../domain/instance-states.js';
 import type { InstanceLimits } from '../domain/limits.js';
 import type { EniRecord, NodePhase, NodeRecord } from '../domain/node.js';
+import { declareEc2Calls } from '../ec2/ec2-call-context.js';
 import { type Ec2ApiError, isEc2Error } from '../ec2/errors.js';
 import type { Ec2Instance } from '../ec2/port.js';
-import { declareEc2Calls } from '../ec2/rate-budget.js';
 import { eniClientToken } from '../ec2/tags.js';
 import { errorMessage, NodeNotFoundError, VersionConflictError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -12,6 +12,7 @@ import { METRIC_NAMES } from '../metrics.js';
 import { PlanError } from '../planner/errors.js';
 import { planLaunch } from '../planner/launch-plan.js';
 import { leaseCapFor } from '../planner/max-pods.js';
+import { sleepMs } from '../sleep.js';
 import { failNode } from './abandon.js';
 import { adoptTemplateEnis } from './adopt.js';
 import { budgetWait } from './budget-wait.js';
@@ -197,9 +198,7 @@ async function provision(launch: Launch, start: NodeRecord): Promise<Step> {
     minLeases: deps.config.minLeases,
     write: readyOnceLeased(deps),
     // A first look after waitMs (EC2 takes seconds to attach), one more after another waitMs if still attaching.
-    ...(waitMs > 0
-      ? { attachPolls: 2, sleepBeforeFirstLook: true, sleep: () => new Promise<void>((r) => setTimeout(r, waitMs)) }
-      : {}),
+    ...(waitMs > 0 ? { attachPolls: 2, sleepBeforeFirstLook: true, sleep: () => sleepMs(waitMs) } : {}),
   });
   switch (outcome.kind) {
     case 'done': {

@@ -6,6 +6,7 @@ import { LIFECYCLE_OWNER, podEniTags } from '../ec2/tags.js';
 import { errorMessage, VersionConflictError } from '../errors.js';
 import { leaseCapFor } from '../planner/max-pods.js';
 import { isSubnetFullCode } from '../planner/subnet-choice.js';
+import { sleepMs } from '../sleep.js';
 import { ForeignEniError, occupiedIndexReason } from './foreign-enis.js';
 import { expectedLeases } from './pod-eni.js';
 import {
@@ -354,7 +355,7 @@ class PodEniSteps {
       const attaching = node.enis.filter((e) => e.step === 'ATTACHING');
       // A concurrent pass may have moved them on meanwhile (and an empty id list would describe every ENI).
       if (attaching.length === 0) return node;
-      if (poll === 1 && this.options.sleepBeforeFirstLook) await (this.options.sleep ?? defaultSleep)(ATTACH_POLL_MS);
+      if (poll === 1 && this.options.sleepBeforeFirstLook) await (this.options.sleep ?? sleepMs)(ATTACH_POLL_MS);
       // By the id filter, not an id list: a list cannot be paginated, so at a scale-out's rate every look would
       // draw on EC2's small unpaginated DescribeNetworkInterfaces bucket (50 tokens at 10/s) that no account
       // raise of Attach touches.
@@ -380,7 +381,7 @@ class PodEniSteps {
       if (updated.size === attaching.length || poll >= polls) return node;
       // Bounded by polls, not by the injected clock: the clock stamps leases (tests hold it still), while
       // this is a real wait on EC2.
-      await (this.options.sleep ?? defaultSleep)(ATTACH_POLL_MS);
+      await (this.options.sleep ?? sleepMs)(ATTACH_POLL_MS);
     }
   }
 
@@ -413,8 +414,4 @@ class PodEniSteps {
   private async withdrawIfNodeLeft(node: NodeRecord, ips: readonly string[]): Promise<void> {
     await withdrawLeasesIfNodeLeft(this.deps.store, this.deps.clock.nowMs(), node.instanceArn, ips, LEASING_PHASES);
   }
-}
-
-function defaultSleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

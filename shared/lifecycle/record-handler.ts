@@ -1,9 +1,10 @@
-import { heldEc2Tickets } from '../ec2/rate-budget.js';
+import { heldEc2Tickets } from '../ec2/ec2-call-context.js';
 import { errorMessage } from '../errors.js';
 import { METRIC_NAMES } from '../metrics.js';
 import { DEFAULT_RETRY_POLICY, type LifecycleDeps, type StepOutcome } from './deps.js';
 import {
   type LaunchEvent,
+  type LifecycleEvent,
   parseLifecycleEvent,
   requeueBody,
   type StateChangeEvent,
@@ -20,8 +21,13 @@ type ActionableEvent = LaunchEvent | TerminateEvent | StateChangeEvent;
  * neither happened, e.g. DynamoDB or SQS itself could not be reached.
  */
 export function createLifecycleRecordHandler(deps: LifecycleDeps): (body: string) => Promise<void> {
-  return async (body) => {
-    const event = parseLifecycleEvent(body);
+  const handle = createLifecycleEventHandler(deps);
+  return async (body) => handle(parseLifecycleEvent(body));
+}
+
+/** The same for an event already parsed (the batch handler parses each record once, to order and prefetch). */
+export function createLifecycleEventHandler(deps: LifecycleDeps): (event: LifecycleEvent) => Promise<void> {
+  return async (event) => {
     if (event.kind === 'ignored') {
       deps.logger.info('event ignored', { why: event.why });
       return;

@@ -7,7 +7,7 @@ import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { bucketFor, parseEc2Buckets, validateEc2Buckets } from '../../shared/ec2/account-buckets.js';
 import { budgetedEc2FromEnv, EC2_BUCKETS_ENV, EC2_BUDGET_RATE_SHARE_ENV } from '../../shared/ec2/budget-env.js';
 import { ec2BucketRates } from '../../shared/ec2/budgeted-ec2.js';
-import { tokenStartMs } from '../../shared/ec2/rate-budget.js';
+import { tokenStartMs } from '../../shared/ec2/gcra.js';
 import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
 import { ValidationError } from '../../shared/errors.js';
 import { ensureTable } from '../../shared/lease-store/ensure-table.js';

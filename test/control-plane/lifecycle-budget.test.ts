@@ -2,9 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Ec2Call } from '../../local-cloud/ec2/simulator.js';
 import { ManualClock } from '../../shared/clock.js';
 import { BudgetedEc2 } from '../../shared/ec2/budgeted-ec2.js';
-import { MemoryRateBudgetStore, RateBudget, type RateBudgetStore } from '../../shared/ec2/rate-budget.js';
+import { RateBudget } from '../../shared/ec2/rate-budget.js';
+import type { RateBudgetStore } from '../../shared/ec2/rate-budget-store.js';
 import { createLifecycleBatchHandler } from '../../shared/lifecycle/batch-handler.js';
 import { createLifecycleRecordHandler } from '../../shared/lifecycle/record-handler.js';
+import { MemoryRateBudgetStore } from '../support/memory-rate-budget-store.js';
 import { launchEventBody, sqsRecord, terminateEventBody } from './support/events.js';
 import { Harness } from './support/harness.js';
 

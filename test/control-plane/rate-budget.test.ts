@@ -6,21 +6,20 @@ import { ManualClock } from '../../shared/clock.js';
 import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { BudgetedEc2, ec2BucketRates } from '../../shared/ec2/budgeted-ec2.js';
 import { DynamoRateBudgetStore } from '../../shared/ec2/dynamo-rate-budget.js';
-import { Ec2ApiError } from '../../shared/ec2/errors.js';
 import {
-  type BucketRate,
   declareEc2Calls,
   type HeldTicket,
   heldEc2Tickets,
-  MemoryRateBudgetStore,
-  RateBudget,
-  RateBudgetDeferral,
-  type RateBudgetStore,
   withEc2CallContext,
-} from '../../shared/ec2/rate-budget.js';
+} from '../../shared/ec2/ec2-call-context.js';
+import { Ec2ApiError } from '../../shared/ec2/errors.js';
+import type { BucketRate } from '../../shared/ec2/gcra.js';
+import { RateBudget, RateBudgetDeferral } from '../../shared/ec2/rate-budget.js';
+import type { RateBudgetStore } from '../../shared/ec2/rate-budget-store.js';
 import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
 import { ensureTable } from '../../shared/lease-store/ensure-table.js';
 import { type DynaliteHandle, startDynalite } from '../support/dynalite.js';
+import { MemoryRateBudgetStore } from '../support/memory-rate-budget-store.js';
 import { ACCOUNT, CREDENTIALS, REGION } from './support/harness.js';
 
 const T0 = Date.UTC(2026, 0, 1);

@@ -5,15 +5,14 @@ import { Timeline } from '../../local-cloud/ec2/timeline.js';
 import { ManualClock } from '../../shared/clock.js';
 import { ec2BucketRates } from '../../shared/ec2/budgeted-ec2.js';
 import {
-  type BucketRate,
   declareEc2Calls,
   type HeldTicket,
   heldEc2Tickets,
-  MemoryRateBudgetStore,
-  RateBudget,
-  RateBudgetDeferral,
   withEc2CallContext,
-} from '../../shared/ec2/rate-budget.js';
+} from '../../shared/ec2/ec2-call-context.js';
+import type { BucketRate } from '../../shared/ec2/gcra.js';
+import { RateBudget, RateBudgetDeferral } from '../../shared/ec2/rate-budget.js';
+import { MemoryRateBudgetStore } from '../support/memory-rate-budget-store.js';
 
 /**
  * How late a launch may spend the ticket it was deferred with, checked against the simulator's own token bucket

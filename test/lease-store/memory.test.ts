@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../shared/errors.js';
-import { MemoryLeaseStore } from '../../shared/lease-store/memory-lease-store.js';
+import { MemoryLeaseStore } from '../support/memory-lease-store.js';
 import { leaseStoreContract } from './contract.js';
 import { holder, newInstanceArn, newLeases, nodeRecord } from './fixtures.js';
 

@@ -56,7 +56,7 @@ describe('checkOverrides', () => {
     ['a production environment', { PATH: '/usr/bin' }, {}, undefined],
     ['the native dir without test mode', { VPC_LEASE_NATIVE_DIR: '/tmp/evil' }, {}, 4],
     ['the native dir in test mode', { ...test, VPC_LEASE_NATIVE_DIR: '/tmp/x' }, {}, undefined],
-    ['a fault hook without test mode', { VPC_LEASE_TEST_FAIL_AT: 'claim' }, {}, 4],
+    ['the link kind without test mode', { VPC_LEASE_TEST_LINK_KIND: 'macvlan' }, {}, 4],
     ['test mode set to anything but 1', { VPC_LEASE_TEST_MODE: 'true', VPC_LEASE_NATIVE_DIR: '/x' }, {}, 4],
     ['a netconf IMDS on loopback without test mode', {}, { imdsEndpoint: 'http://127.0.0.1:1338' }, 7],
     ['a netconf IMDS on loopback in test mode', test, { imdsEndpoint: 'http://127.0.0.1:1338' }, undefined],

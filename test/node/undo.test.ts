@@ -39,9 +39,8 @@ describe('UndoStack', () => {
 describe('testHooksFromEnv', () => {
   it('honours the test switches only in test mode', () => {
     expect(testHooksFromEnv({})).toBe(NO_HOOKS);
-    expect(() => testHooksFromEnv({ VPC_LEASE_TEST_LINK_KIND: 'macvlan' })).toThrow(
-      expect.objectContaining({ code: 4 }),
-    );
+    for (const env of [{ VPC_LEASE_TEST_LINK_KIND: 'macvlan' }, { VPC_LEASE_TEST_FAIL_AT: 'claim' }])
+      expect(() => testHooksFromEnv(env)).toThrow(expect.objectContaining({ code: 4 }));
     const hooks = testHooksFromEnv({
       VPC_LEASE_TEST_MODE: '1',
       VPC_LEASE_TEST_LINK_KIND: 'macvlan',

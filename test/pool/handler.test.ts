@@ -3,11 +3,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../shared/clock.js';
 import { parseControlPlaneConfig } from '../../shared/config/control-plane.js';
 import type { Ec2Port } from '../../shared/ec2/port.js';
-import { MemoryLeaseStore } from '../../shared/lease-store/memory-lease-store.js';
 import type { LeaseStore } from '../../shared/lease-store/port.js';
 import { silentLogger } from '../../shared/log.js';
 import { createPoolManagerHandler, isPoolTrigger, nodesOfStream } from '../../shared/pool/events.js';
 import type { SweepReport } from '../../shared/pool/sweep.js';
+import { MemoryLeaseStore } from '../support/memory-lease-store.js';
 import { claimOne, invariantViolations, type PoolEnv, readyNode, startPoolEnv } from './support.js';
 
 const arn = (n: number): string => `arn:aws:ec2:us-east-1:123456789012:instance/i-0000000000000000${n}`;

@@ -3,9 +3,9 @@ import fc from 'fast-check';
 import { describe, it } from 'vitest';
 import { createSdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
-import { MemoryLeaseStore } from '../../shared/lease-store/memory-lease-store.js';
 import type { LeaseStore } from '../../shared/lease-store/port.js';
 import { useDynalite } from '../lease-store/dynalite-env.js';
+import { MemoryLeaseStore } from '../support/memory-lease-store.js';
 import { leaseCommands, seedModel } from './lease-model.js';
 
 const arn = (): string =>

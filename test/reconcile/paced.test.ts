@@ -4,8 +4,9 @@ import type { LeaseStore } from '../../shared/lease-store/port.js';
 import { nodeIndexShard } from '../../shared/lease-store/table.js';
 import { expectedLeases } from '../../shared/lifecycle/pod-eni.js';
 import { inSpan, reconcilePaced } from '../../shared/reconcile/paced.js';
-import { MemorySweepCursorStore, type SweepCursorStore } from '../../shared/schedule/cursor.js';
+import type { SweepCursorStore } from '../../shared/schedule/cursor.js';
 import { ACCOUNT, REGION, readyNode } from '../pool/support.js';
+import { MemorySweepCursorStore } from '../support/memory-sweep-cursor-store.js';
 import { MARK_AGE_MS, pacedDeps, poolEnvPerTest } from './support/harness.js';
 
 const startEnv = poolEnvPerTest();

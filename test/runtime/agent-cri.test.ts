@@ -137,7 +137,8 @@ describe.skipIf(skip)('the agent as the DaemonSet runs it, under containerd 2.x,
     await fixture.seed(24, 10);
     const dist = join(work, 'dist');
     phase('fixture');
-    await buildSea(dist, { reuse: true });
+    // The agent is made to hang at a fault point: the development build.
+    await buildSea(dist, { reuse: true, faults: true });
     phase('build');
     const image = writeInstallerImage(dist, join(work, 'image.tar'), { name: AGENT_IMAGE, gzipLevel: 1 });
     const pluginEnv = fixture.baseEnv();

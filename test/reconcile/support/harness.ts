@@ -2,8 +2,8 @@ import { afterEach } from 'vitest';
 import { DynamoLeasePartitions } from '../../../shared/reconcile/lease-partitions.js';
 import type { PacedReconcileDeps } from '../../../shared/reconcile/paced.js';
 import type { ReconcilerDeps } from '../../../shared/reconcile/reconciler.js';
-import { MemorySweepCursorStore } from '../../../shared/schedule/cursor.js';
 import { type PoolEnv, type PoolEnvOptions, startPoolEnv } from '../../pool/support.js';
+import { MemorySweepCursorStore } from '../../support/memory-sweep-cursor-store.js';
 
 // The reconcile suites' one harness: a pool env (dynalite, the EC2 simulator) per test, and the deps on it.
 

@@ -5,19 +5,19 @@ import {
   type LeaseState,
   type NewLease,
   sameHolder,
-} from '../domain/lease.js';
-import type { NodeRecord } from '../domain/node.js';
+} from '../../shared/domain/lease.js';
+import type { NodeRecord } from '../../shared/domain/node.js';
 import {
   LeaseConflictError,
   LeaseNotFoundError,
   NodeNotFoundError,
   NoFreeLeaseError,
   VersionConflictError,
-} from '../errors.js';
-import { type IpFamily, ipFamilyOf } from '../ipv6.js';
-import type { ClaimOptions, HolderRef, LeaseStore, NodeCursor, NodeRefPage } from './port.js';
-import { nodeIndexShard, nodeIndexShards } from './table.js';
-import { CLAIM_DEFAULTS, leaseStoreChecks } from './validate.js';
+} from '../../shared/errors.js';
+import { type IpFamily, ipFamilyOf } from '../../shared/ipv6.js';
+import type { ClaimOptions, HolderRef, LeaseStore, NodeCursor, NodeRefPage } from '../../shared/lease-store/port.js';
+import { nodeIndexShard, nodeIndexShards } from '../../shared/lease-store/table.js';
+import { CLAIM_DEFAULTS, leaseStoreChecks } from '../../shared/lease-store/validate.js';
 
 type Operation = keyof LeaseStore;
 
