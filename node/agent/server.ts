@@ -4,6 +4,7 @@ import { dirname } from 'node:path';
 import { errorMessage } from '../../shared/errors.js';
 import type { Logger } from '../../shared/log.js';
 import { runSkel } from '../cni/skel.js';
+import { loadNetnsAddon } from '../datapath/native.js';
 import { pluginHandlers } from '../plugin/handlers.js';
 import type { AgentHealth, AgentObserver } from './observer.js';
 import { ACCEPTED, type AgentRequest, decodeRequest, encodeAnswer, MAX_FRAME_BYTES, REFUSED } from './protocol.js';
@@ -30,6 +31,15 @@ function secureDirectory(dir: string): void {
   const uid = process.getuid?.() ?? 0;
   if (st.uid !== uid) throw new AgentSocketError(`${dir} belongs to uid ${st.uid}, not ${uid}`);
   if ((st.mode & 0o077) !== 0) chmodSync(dir, DIR_MODE);
+}
+
+/**
+ * The connecting process's uid (SO_PEERCRED), or undefined when the socket has no descriptor to ask. Node keeps
+ * the descriptor on its pipe handle, which it does not type.
+ */
+function peerUid(socket: Socket): number | undefined {
+  const fd = (socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
+  return fd === undefined || fd < 0 ? undefined : loadNetnsAddon().peerUid(fd);
 }
 
 /** The network namespace this thread is in (its nsfs inode). */
@@ -128,6 +138,13 @@ export class AgentServer {
     this.sockets.add(socket);
     socket.on('close', () => this.sockets.delete(socket));
     socket.on('error', () => undefined);
+    // Modes keep others off the path; the peer's uid holds even if a mount or a chmod widened them.
+    const uid = peerUid(socket);
+    if (uid !== 0) {
+      this.options.log.warn('agent: refused a caller that is not root', { uid: uid ?? 'unknown' });
+      socket.destroy();
+      return;
+    }
     if (this.draining) {
       socket.end(Buffer.from([REFUSED]));
       return;
