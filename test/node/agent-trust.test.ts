@@ -2,11 +2,12 @@ import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { NO_EXTENSIONS } from '../../node/agent/observer.js';
 import { encodeRequest } from '../../node/agent/protocol.js';
 import { AgentServer } from '../../node/agent/server.js';
 import { WarmDeps } from '../../node/agent/warm-deps.js';
+import { buildNativeAddon } from '../../packaging/build.js';
 import { createLogger } from '../../shared/log.js';
 import { missing } from '../support/capabilities.js';
 
@@ -37,6 +38,8 @@ c.on('close', () => process.stdout.write(Buffer.concat(got).toString('hex')));`;
 }
 
 describe.skipIf(missing('root'))('Class: AgentServer, who may call', () => {
+  // flock and SO_PEERCRED come from the setns addon, built here on a fresh clone.
+  beforeAll(() => void buildNativeAddon(), 300_000);
   let dir: string;
   let server: AgentServer;
   const logged: string[] = [];

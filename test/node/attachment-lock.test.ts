@@ -2,8 +2,9 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { AttachmentBusyError, attachmentLockPath, lockAttachment } from '../../node/journal/lock.js';
+import { buildNativeAddon } from '../../packaging/build.js';
 import { sleepMs } from '../../shared/sleep.js';
 import { missing } from '../support/capabilities.js';
 import { abstractLockAttachment, abstractLockName } from './support/abstract-lock.js';
@@ -41,6 +42,8 @@ function squat(name: string, path: string): Promise<{ child: ChildProcess; got: 
 }
 
 describe.skipIf(missing('root'))('Function: lockAttachment', () => {
+  // flock and SO_PEERCRED come from the setns addon, built here on a fresh clone.
+  beforeAll(() => void buildNativeAddon(), 300_000);
   let scope: string;
   const children: ChildProcess[] = [];
   beforeEach(() => {
