@@ -3,6 +3,7 @@ import { errorMessage } from '../../shared/errors.js';
 import { createLogger, type Logger } from '../../shared/log.js';
 import { useIptables } from '../datapath/connmark.js';
 import { loadNetnsAddon } from '../datapath/native.js';
+import { startHealthSocket } from './health-socket.js';
 import { detectIptablesMode, hasImageIptables, IMAGE_IPTABLES_DIR, imageIptables } from './iptables-mode.js';
 import { type AgentExtensions, type AgentSidecar, NO_EXTENSIONS } from './observer.js';
 import { AGENT_SOCKET_PATH, type AgentRequest } from './protocol.js';
@@ -43,8 +44,9 @@ async function chooseIptables(env: NodeJS.ProcessEnv, log: Logger): Promise<bool
 const DRAIN_GRACE_MS = 20_000;
 
 /**
- * `vpc-lease-cni agent [--socket PATH]`: the node agent, the DaemonSet's long-running container. Serves the shim's
- * requests until SIGTERM or SIGINT, then drains (node/README.md, "Agent"). Returns the exit code.
+ * `vpc-lease-cni agent [--socket PATH] [--health-socket PATH]`: the node agent, the DaemonSet's long-running
+ * container. Serves the shim's requests until SIGTERM or SIGINT, then drains (node/README.md, "Agent"). Returns the
+ * exit code.
  */
 export async function runAgent(
   args: readonly string[],
@@ -53,19 +55,38 @@ export async function runAgent(
 ): Promise<number> {
   const log = createLogger({ level: env['VPC_LEASE_AGENT_LOG_LEVEL'] === 'debug' ? 'debug' : 'info' });
   let socketPath: string;
+  let healthSocket: string | undefined;
   try {
-    const { values } = parseArgs({ args: [...args], options: { socket: { type: 'string' } }, strict: true });
+    const { values } = parseArgs({
+      args: [...args],
+      options: { socket: { type: 'string' }, 'health-socket': { type: 'string' } },
+      strict: true,
+    });
     socketPath = values.socket ?? AGENT_SOCKET_PATH;
+    healthSocket = values['health-socket'];
     // Loaded now from beside the executable, before any request's environment could name another place.
     loadNetnsAddon(env);
   } catch (err) {
     process.stderr.write(`vpc-lease-cni agent: ${errorMessage(err)}\n`);
     return 2;
   }
-  const hangAt = env['VPC_LEASE_TEST_MODE'] === '1' ? env['VPC_LEASE_TEST_HANG_AT'] : undefined;
+  const testMode = env['VPC_LEASE_TEST_MODE'] === '1';
+  const hangAt = testMode ? env['VPC_LEASE_TEST_HANG_AT'] : undefined;
+  // A test that removes the socket and asks the probe before the agent binds it again sets this long.
+  const ownershipCheckMs = testMode ? Number(env['VPC_LEASE_TEST_OWNERSHIP_CHECK_MS'] ?? '') || undefined : undefined;
   const deps = new WarmDeps(log, Date.now, hangAt, extensions.depsHooks);
-  let server: AgentServer;
+  let server: AgentServer | undefined;
   let sidecars: readonly AgentSidecar[] = [];
+  let health: AgentSidecar | undefined;
+  const healthOf = () => server!.health();
+  // The metrics port follows the socket: an agent a newer one superseded lets it go (docs/DESIGN.md, handoff).
+  let handoff = Promise.resolve();
+  const onOwnership = (owner: boolean): void => {
+    handoff = handoff.then(async () => {
+      await Promise.allSettled(sidecars.map((s) => s.close()));
+      sidecars = owner ? await extensions.start({ env, log, health: healthOf }) : [];
+    });
+  };
   try {
     const iptables = await chooseIptables(env, log);
     server = await AgentServer.start({
@@ -73,9 +94,12 @@ export async function runAgent(
       deps,
       observer: extensions.observer,
       log,
+      onOwnership,
+      ...(ownershipCheckMs ? { ownershipCheckMs } : {}),
       ...(iptables ? {} : { refuse: needsIptables }),
     });
-    sidecars = await extensions.start({ env, log, health: () => server.health() });
+    if (healthSocket) health = await startHealthSocket(healthSocket, healthOf);
+    sidecars = await extensions.start({ env, log, health: healthOf });
   } catch (err) {
     log.error('agent failed to start', { error: errorMessage(err) });
     return 1;
@@ -86,7 +110,8 @@ export async function runAgent(
   });
   log.info('agent stopping', { signal, inFlight: server.inFlight });
   await server.stop(DRAIN_GRACE_MS);
-  await Promise.allSettled(sidecars.map((s) => s.close()));
+  await handoff;
+  await Promise.allSettled([...sidecars, ...(health ? [health] : [])].map((s) => s.close()));
   deps.clear();
   return 0;
 }

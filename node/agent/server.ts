@@ -17,6 +17,8 @@ const SOCKET_MODE = 0o600;
 const DIR_MODE = 0o700;
 /** Below the probe's own timeout (daemonset.yaml, timeoutSeconds 5), so a refusal is told apart from a stall. */
 const HEALTH_CONNECT_TIMEOUT_MS = 2_000;
+/** A stat of the socket path: cheap, and a second's overlap of two agents on the metrics port costs nothing. */
+const OWNERSHIP_CHECK_MS = 1_000;
 
 export class AgentSocketError extends Error {}
 
@@ -56,6 +58,10 @@ export interface AgentServerOptions {
   readonly refuse?: (request: AgentRequest) => boolean;
   /** Called when a request left this thread in another network namespace: nothing after it may run here. */
   readonly onNetnsLeak?: () => void;
+  /** Told when a newer agent took the socket path (false) and when this one took it back (true). */
+  readonly onOwnership?: (owner: boolean) => void;
+  /** How often the agent looks at who owns the socket path (default OWNERSHIP_CHECK_MS). */
+  readonly ownershipCheckMs?: number;
 }
 
 /**
@@ -69,24 +75,34 @@ export class AgentServer {
   private readonly running = new Set<Promise<void>>();
   private draining = false;
   private readonly homeNetns = threadNetns();
+  private server: Server = createServer();
   private boundIno = 0;
+  /** False once a newer agent took the socket path (a surge rollout): this one finishes its calls and stands by. */
+  private owner = true;
+  private watch: NodeJS.Timeout | undefined;
 
-  private constructor(
-    private readonly server: Server,
-    private readonly options: AgentServerOptions,
-  ) {}
+  private constructor(private readonly options: AgentServerOptions) {}
 
-  /**
-   * Listens on `socketPath`, replacing a socket left there (a crashed agent's, or the previous version's during
-   * a rolling update: it keeps serving the connections it has). Bound under a temp name, narrowed to 0600, then
-   * renamed: the path never names a socket with a wider mode, nor none while an old one was there.
-   */
+  /** Listens on `socketPath` (see bind), then watches who owns the path (see checkOwnership). */
   static async start(options: AgentServerOptions): Promise<AgentServer> {
     secureDirectory(dirname(options.socketPath));
+    const agent = new AgentServer(options);
+    await agent.bind();
+    options.log.info('agent listening', { socket: options.socketPath });
+    agent.watch = setInterval(() => void agent.checkOwnership(), options.ownershipCheckMs ?? OWNERSHIP_CHECK_MS);
+    agent.watch.unref();
+    return agent;
+  }
+
+  /**
+   * Takes `socketPath`, replacing a socket left there (a crashed agent's, or the previous version's during a
+   * rolling update: it keeps serving the connections it has). Bound under a temp name, narrowed to 0600, then
+   * renamed: the path never names a socket with a wider mode, nor none while an old one was there.
+   */
+  private async bind(): Promise<void> {
     const server = createServer();
-    const agent = new AgentServer(server, options);
-    server.on('connection', (socket) => agent.serve(socket));
-    const tmp = `${options.socketPath}.${process.pid}.tmp`;
+    server.on('connection', (socket) => this.serve(socket));
+    const tmp = `${this.options.socketPath}.${process.pid}.tmp`;
     try {
       unlinkSync(tmp);
     } catch {
@@ -100,22 +116,44 @@ export class AgentServer {
       });
     });
     chmodSync(tmp, SOCKET_MODE);
-    renameSync(tmp, options.socketPath);
-    agent.boundIno = statSync(options.socketPath).ino;
-    options.log.info('agent listening', { socket: options.socketPath });
-    return agent;
+    renameSync(tmp, this.options.socketPath);
+    const previous = this.server;
+    this.server = server;
+    this.boundIno = statSync(this.options.socketPath).ino;
+    this.owner = true;
+    if (previous.listening) previous.close();
   }
 
   /**
-   * Serving means: not draining, the server listening, and the path the shims use accepting a connection (a
-   * client's connect, closed at once). A socket file someone removed, or a closed server, fails it; a stalled event
-   * loop never answers the probe at all, which the kubelet counts as a failure too. A newer agent's socket at the
-   * path (a surge rollout) passes: shims are served, and this pod is about to be deleted anyway.
+   * The handoff (docs/DESIGN.md, "The node agent"): whoever bound the path last serves it and holds the metrics
+   * port. An agent whose path now names another socket stands by and lets the port go; a standing-by agent takes
+   * the path back when nothing answers there (the newer agent stopped or died), so a node never stays without one.
    */
-  async health(): Promise<AgentHealth> {
-    if (this.draining) return { ok: false, reason: 'draining' };
-    if (!this.server.listening) return { ok: false, reason: 'the socket server is closed' };
-    const error = await new Promise<string | undefined>((resolve) => {
+  private async checkOwnership(): Promise<void> {
+    if (this.draining) return;
+    if (this.owner) {
+      const ino = statSync(this.options.socketPath, { throwIfNoEntry: false })?.ino;
+      if (ino === this.boundIno) return;
+      if (ino === undefined) {
+        // Removed under us, not taken: bind it again and keep the port.
+        await this.bind();
+        this.options.log.warn('agent: its socket was removed; bound it again', { socket: this.options.socketPath });
+        return;
+      }
+      this.owner = false;
+      this.options.log.warn('agent: another agent took the socket; standing by', { socket: this.options.socketPath });
+      this.options.onOwnership?.(false);
+      return;
+    }
+    if ((await this.connectError()) === undefined) return;
+    await this.bind();
+    this.options.log.warn('agent: nothing served the socket; took it back', { socket: this.options.socketPath });
+    this.options.onOwnership?.(true);
+  }
+
+  /** Why a client's connect to the path fails (closed at once when it succeeds), or undefined. */
+  private connectError(): Promise<string | undefined> {
+    return new Promise((resolve) => {
       const probe = connect(this.options.socketPath, () => {
         probe.destroy();
         resolve(undefined);
@@ -126,8 +164,22 @@ export class AgentServer {
         resolve('connect timed out');
       });
     });
-    if (error) return { ok: false, reason: `cannot connect to ${this.options.socketPath}: ${error}` };
-    return { ok: true, reason: 'serving' };
+  }
+
+  /**
+   * Serving means: not draining, this process's own socket at the path (not a newer agent's), and the path
+   * accepting a connection. A stalled event loop never answers the probe at all, which the kubelet counts as a
+   * failure too. `live` tells a standing-by agent (alive, not serving) from a broken one.
+   */
+  async health(): Promise<AgentHealth> {
+    if (this.draining) return { ok: false, live: true, reason: 'draining' };
+    if (!this.server.listening) return { ok: false, live: false, reason: 'the socket server is closed' };
+    const ino = statSync(this.options.socketPath, { throwIfNoEntry: false })?.ino;
+    if (ino !== undefined && (!this.owner || ino !== this.boundIno))
+      return { ok: false, live: true, reason: `standing by: another agent serves ${this.options.socketPath}` };
+    const error = await this.connectError();
+    if (error) return { ok: false, live: false, reason: `cannot connect to ${this.options.socketPath}: ${error}` };
+    return { ok: true, live: true, reason: 'serving' };
   }
 
   get inFlight(): number {
@@ -234,6 +286,7 @@ export class AgentServer {
    */
   async stop(graceMs: number): Promise<void> {
     this.draining = true;
+    clearInterval(this.watch);
     try {
       if (statSync(this.options.socketPath).ino === this.boundIno) unlinkSync(this.options.socketPath);
     } catch {

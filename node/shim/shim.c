@@ -35,6 +35,8 @@
 /* Longer than the plugin's own worst case (lock wait 10 s + store and IMDS timeouts), shorter than CRI's 2 min. */
 #define ANSWER_MS 60000
 #define MAX_FRAME (1u << 20)
+/* Below the probes' timeoutSeconds (5), so a stalled agent is reported by us, not by the kubelet's timer. */
+#define HEALTH_MS 3000
 
 extern char **environ;
 
@@ -187,7 +189,36 @@ static int fail(const char *what) {
   return 1;
 }
 
+/* `health PATH ready|live`: the DaemonSet's exec probes. Reads the line the agent's private health socket writes
+   (node/agent/health-socket.ts) and exits 0 when it says ready (or, for live, ready or live). A static binary
+   forks and answers in a millisecond; the agent's own process is asked, not whichever agent holds a shared port. */
+static int health(const char *path, const char *want) {
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  if (strlen(path) >= sizeof addr.sun_path) return 2;
+  strcpy(addr.sun_path, path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+    printf("down cannot connect to %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  char line[512];
+  size_t len = 0;
+  long long deadline = now_ms() + HEALTH_MS;
+  while (len < sizeof line - 1) {
+    ssize_t n = recv(fd, line + len, sizeof line - 1 - len, 0);
+    if (n > 0) len += (size_t)n;
+    else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (!wait_fd(fd, POLLIN, deadline)) break;
+    } else break;
+  }
+  line[len] = '\0';
+  printf("%s", len ? line : "down no answer\n");
+  int ready = strncmp(line, "ready ", 6) == 0;
+  return ready || (strcmp(want, "live") == 0 && strncmp(line, "live ", 5) == 0) ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "health") == 0) return health(argv[2], argv[3]);
   /* A runtime calls a CNI plugin with no arguments (the request is the environment and stdin); an argument is
      a subcommand of the full executable (install, max-pods, agent), handed on untouched, stdin included. */
   int cni_call = argc <= 1;

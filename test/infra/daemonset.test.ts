@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_METRICS_HOST, DEFAULT_METRICS_PORT, HEALTH_PATH } from '../../node/metrics/server.js';
+import { SHIM_SOURCE_FILE } from '../../node/installer/install.js';
 import { IMAGE_ARCHES } from '../../packaging/image/build-image.js';
 import { DAEMONSET_FILE, IMAGE_PLACEHOLDER, renderDaemonSet } from '../../packaging/image/render-daemonset.js';
 import { type K8sObject, parseManifest } from './support/manifest.js';
@@ -14,8 +14,8 @@ interface Container {
   command?: string[];
   securityContext?: Record<string, unknown>;
   volumeMounts?: { name: string; mountPath: string; mountPropagation?: string }[];
-  livenessProbe?: { httpGet?: { host: string; port: number; path: string } };
-  readinessProbe?: { httpGet?: { host: string; port: number; path: string } };
+  livenessProbe?: { httpGet?: unknown; exec?: { command: string[] } };
+  readinessProbe?: { httpGet?: unknown; exec?: { command: string[] } };
 }
 interface PodSpec {
   hostNetwork?: boolean;
@@ -66,7 +66,7 @@ describe('node/deploy/daemonset.yaml, rendered', () => {
   it('runs the node agent in place of pause: host network, no host PID, the netns dirs HostToContainer', () => {
     const agent = pod.containers.find((c) => c.name === 'agent')!;
     expect(pod.containers.map((c) => c.name)).toEqual(['agent']);
-    expect(agent.command).toEqual(['/app/vpc-lease-cni', 'agent']);
+    expect(agent.command?.slice(0, 2)).toEqual(['/app/vpc-lease-cni', 'agent']);
     expect([pod.hostNetwork, pod.hostPID]).toEqual([true, undefined]);
     const hostPathOf = (name: string) => pod.volumes?.find((v) => v.name === name)?.hostPath?.path;
     const mounts = Object.fromEntries(
@@ -85,13 +85,19 @@ describe('node/deploy/daemonset.yaml, rendered', () => {
     expect(others).not.toContain('agent-run');
   });
 
-  it('probes the agent’s socket through its metrics listener’s /healthz, liveness and readiness', () => {
+  it('probes its own agent through the health socket it names, not a port another agent may hold', () => {
     const agent = pod.containers.find((c) => c.name === 'agent')!;
-    const want = { host: DEFAULT_METRICS_HOST, port: DEFAULT_METRICS_PORT, path: HEALTH_PATH };
-    expect(agent.livenessProbe?.httpGet).toEqual(want);
-    expect(agent.readinessProbe?.httpGet).toEqual(want);
-    // The agent's environment leaves the metrics listener where the probes look.
-    expect(JSON.stringify(agent)).not.toContain('VPC_LEASE_METRICS_ADDRESS');
+    const at = agent.command!.indexOf('--health-socket');
+    const socket = agent.command![at + 1]!;
+    // The pod's own /dev/shm: no other pod (the other agent of a surge rollout) sees it.
+    expect(socket.startsWith('/dev/shm/')).toBe(true);
+    expect(agent.livenessProbe).toMatchObject({
+      exec: { command: [`/app/${SHIM_SOURCE_FILE}`, 'health', socket, 'live'] },
+    });
+    expect(agent.readinessProbe).toMatchObject({
+      exec: { command: [`/app/${SHIM_SOURCE_FILE}`, 'health', socket, 'ready'] },
+    });
+    expect(agent.livenessProbe?.httpGet).toBeUndefined();
   });
 
   it('is node-critical, on Linux nodes only, and tolerates every taint', () => {
