@@ -74,7 +74,8 @@ export async function runAgent(
   const hangAt = testMode ? env['VPC_LEASE_TEST_HANG_AT'] : undefined;
   // A test that removes the socket and asks the probe before the agent binds it again sets this long.
   const ownershipCheckMs = testMode ? Number(env['VPC_LEASE_TEST_OWNERSHIP_CHECK_MS'] ?? '') || undefined : undefined;
-  const deps = new WarmDeps(log, Date.now, hangAt, extensions.depsHooks);
+  const storeDelayMs = testMode ? Number(env['VPC_LEASE_TEST_STORE_DELAY_MS'] ?? '') || 0 : 0;
+  const deps = new WarmDeps(log, Date.now, hangAt, extensions.depsHooks, storeDelayMs);
   let server: AgentServer | undefined;
   let sidecars: readonly AgentSidecar[] = [];
   let health: AgentSidecar | undefined;

@@ -3,11 +3,22 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
 import { errorMessage } from '../../shared/errors.js';
 import type { Logger } from '../../shared/log.js';
+import { CniCode } from '../cni/errors.js';
 import { runSkel } from '../cni/skel.js';
 import { loadNetnsAddon } from '../datapath/native.js';
+import { type CallScope, callScope } from '../journal/call-scope.js';
 import { pluginHandlers } from '../plugin/handlers.js';
+import { budgetOf, type CallBudget } from './budget.js';
 import type { AgentHealth, AgentObserver } from './observer.js';
-import { ACCEPTED, type AgentRequest, decodeRequest, encodeAnswer, MAX_FRAME_BYTES, REFUSED } from './protocol.js';
+import {
+  ACCEPTED,
+  type AgentRequest,
+  decodeRequest,
+  encodeAcceptWithWait,
+  encodeAnswer,
+  MAX_FRAME_BYTES,
+  REFUSED,
+} from './protocol.js';
 import type { WarmDeps } from './warm-deps.js';
 
 /** A shim sends its request at once; a connection still incomplete after this is not one worth waiting for. */
@@ -17,6 +28,15 @@ const SOCKET_MODE = 0o600;
 const DIR_MODE = 0o700;
 /** Below the probe's own timeout (daemonset.yaml, timeoutSeconds 5), so a refusal is told apart from a stall. */
 const HEALTH_CONNECT_TIMEOUT_MS = 2_000;
+/**
+ * Calls run at once: enough to keep the store's round trips overlapped, few enough that a burst does not multiply
+ * the agent's memory (each call holds its netconf, a netlink socket and the store's pending requests).
+ */
+export const MAX_RUNNING = 16;
+/** Calls accepted beyond those, waiting in order; past this the agent refuses and the shim falls back or retries. */
+export const MAX_QUEUED = 256;
+/** Calls abandoned at their deadline and still not settled: this many means the agent is wedged (not live). */
+const MAX_ABANDONED = MAX_RUNNING;
 /** A stat of the socket path: cheap, and a second's overlap of two agents on the metrics port costs nothing. */
 const OWNERSHIP_CHECK_MS = 1_000;
 
@@ -62,6 +82,11 @@ export interface AgentServerOptions {
   readonly onOwnership?: (owner: boolean) => void;
   /** How often the agent looks at who owns the socket path (default OWNERSHIP_CHECK_MS). */
   readonly ownershipCheckMs?: number;
+  /** Calls run at once, and accepted calls waiting (defaults MAX_RUNNING, MAX_QUEUED). */
+  readonly maxRunning?: number;
+  readonly maxQueued?: number;
+  /** Each call's deadline and the shim's wait (default: from the request's netconf, node/agent/budget.ts). */
+  readonly budget?: (request: AgentRequest) => CallBudget;
 }
 
 /**
@@ -80,6 +105,11 @@ export class AgentServer {
   /** False once a newer agent took the socket path (a surge rollout): this one finishes its calls and stands by. */
   private owner = true;
   private watch: NodeJS.Timeout | undefined;
+  /** Calls holding one of the maxRunning slots, and accepted calls waiting for one, in order. */
+  private active = 0;
+  private readonly waiting: { grant: () => void }[] = [];
+  /** Abandoned at their deadline, not settled yet. */
+  private abandonedPending = 0;
 
   private constructor(private readonly options: AgentServerOptions) {}
 
@@ -173,6 +203,8 @@ export class AgentServer {
    */
   async health(): Promise<AgentHealth> {
     if (this.draining) return { ok: false, live: true, reason: 'draining' };
+    if (this.abandonedPending >= MAX_ABANDONED)
+      return { ok: false, live: false, reason: `${this.abandonedPending} calls stuck past their deadline` };
     if (!this.server.listening) return { ok: false, live: false, reason: 'the socket server is closed' };
     const ino = statSync(this.options.socketPath, { throwIfNoEntry: false })?.ino;
     if (ino !== undefined && (!this.owner || ino !== this.boundIno))
@@ -225,11 +257,18 @@ export class AgentServer {
         socket.end(Buffer.from([REFUSED]));
         return;
       }
+      // Back-pressure: a full queue refuses, and the shim retries or takes one of the node's few fallback slots.
+      if (this.waiting.length >= (this.options.maxQueued ?? MAX_QUEUED)) {
+        socket.end(Buffer.from([REFUSED]));
+        return;
+      }
+      const budget = (this.options.budget ?? ((r: AgentRequest) => budgetOf(r.stdin)))(request);
+      const accept = request.version === 2 ? encodeAcceptWithWait(budget.shimWaitMs) : Buffer.from([ACCEPTED]);
       // Run only once the shim has the verdict: a write that fails means it gave up waiting (ACCEPT_MS) and runs
       // the plugin itself, and running the call here as well would only double the work.
-      socket.write(Buffer.from([ACCEPTED]), (err) => {
+      socket.write(accept, (err) => {
         if (err) return;
-        const run = this.run(request).then((answer) => {
+        const run = this.runBounded(request, budget).then((answer) => {
           socket.end(answer);
         });
         this.running.add(run);
@@ -239,9 +278,97 @@ export class AgentServer {
     socket.on('data', onData);
   }
 
-  /** One CNI call, exactly as the plugin process would run it with this environment and stdin. */
-  private async run(request: AgentRequest): Promise<Buffer> {
+  /** A slot among maxRunning, waiting in order until `deadlineAt`; false when the deadline came first. */
+  private acquire(deadlineAt: number): Promise<boolean> {
+    if (this.active < (this.options.maxRunning ?? MAX_RUNNING)) {
+      this.active += 1;
+      return Promise.resolve(true);
+    }
+    return new Promise((resolve) => {
+      const waiter = {
+        grant: () => {
+          clearTimeout(timer);
+          resolve(true);
+        },
+      };
+      const timer = setTimeout(
+        () => {
+          this.waiting.splice(this.waiting.indexOf(waiter), 1);
+          resolve(false);
+        },
+        Math.max(0, deadlineAt - performance.now()),
+      );
+      this.waiting.push(waiter);
+    });
+  }
+
+  /** Hands the slot to the longest-waiting call, or frees it. */
+  private releaseSlot(): void {
+    const next = this.waiting.shift();
+    if (next) next.grant();
+    else this.active -= 1;
+  }
+
+  /**
+   * One call within its budget: queued for a slot, run, and abandoned at its deadline. An abandoned call answers
+   * code 11 at once and its attachment locks are released; whatever it does later is refused at its next step
+   * (node/journal/call-scope.ts), so the journal keeps what a plugin killed at that moment would have left.
+   */
+  private async runBounded(request: AgentRequest, budget: CallBudget): Promise<Buffer> {
     const startedMs = performance.now();
+    const deadlineAt = startedMs + budget.deadlineMs;
+    const command = request.env['CNI_COMMAND'] ?? '';
+    if (!(await this.acquire(deadlineAt)))
+      return this.retryable(request, startedMs, `no free slot within the call's ${budget.deadlineMs} ms deadline`);
+    const scope: CallScope = { abandoned: false, locks: new Set() };
+    const call = callScope.run(scope, () => this.run(request, scope, startedMs));
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), Math.max(0, deadlineAt - performance.now()));
+    });
+    const answer = await Promise.race([call, expired]);
+    clearTimeout(timer);
+    this.releaseSlot();
+    if (answer) return answer;
+    scope.abandoned = true;
+    this.abandonedPending += 1;
+    void call.finally(() => {
+      this.abandonedPending -= 1;
+    });
+    const locks = [...scope.locks];
+    await Promise.allSettled(locks.map((release) => release()));
+    this.options.log.warn('agent: abandoned a call at its deadline', {
+      command,
+      containerId: request.env['CNI_CONTAINERID'] ?? '',
+      deadlineMs: budget.deadlineMs,
+      locksReleased: locks.length,
+    });
+    return this.retryable(request, startedMs, `abandoned at its ${budget.deadlineMs} ms deadline`);
+  }
+
+  /** Code 11 ("try again later"): the runtime retries the call, by then through a free agent or the fallback. */
+  private retryable(request: AgentRequest, startedMs: number, why: string): Buffer {
+    const command = request.env['CNI_COMMAND'] ?? '';
+    let cniVersion = '1.0.0';
+    try {
+      const v = (JSON.parse(request.stdin) as { cniVersion?: unknown }).cniVersion;
+      if (typeof v === 'string') cniVersion = v;
+    } catch {
+      // the default
+    }
+    this.options.observer.commandFinished({
+      command,
+      ok: false,
+      cniCode: CniCode.tryAgainLater,
+      durationMs: performance.now() - startedMs,
+      path: 'agent',
+    });
+    const msg = `vpc-lease agent: ${command} ${why}; try again later`;
+    return encodeAnswer(1, JSON.stringify({ cniVersion, code: CniCode.tryAgainLater, msg }));
+  }
+
+  /** One CNI call, exactly as the plugin process would run it with this environment and stdin. */
+  private async run(request: AgentRequest, scope: CallScope, startedMs: number): Promise<Buffer> {
     const command = request.env['CNI_COMMAND'] ?? '';
     const { observer } = this.options;
     observer.commandStarted?.(command);
@@ -262,13 +389,15 @@ export class AgentServer {
       },
     });
     this.checkNetns(command);
-    observer.commandFinished({
-      command,
-      ok: exitCode === 0,
-      ...(cniCode !== undefined ? { cniCode } : {}),
-      durationMs: performance.now() - startedMs,
-      path: 'agent',
-    });
+    // An abandoned call was reported when it was abandoned.
+    if (!scope.abandoned)
+      observer.commandFinished({
+        command,
+        ok: exitCode === 0,
+        ...(cniCode !== undefined ? { cniCode } : {}),
+        durationMs: performance.now() - startedMs,
+        path: 'agent',
+      });
     return encodeAnswer(exitCode, stdout);
   }
 

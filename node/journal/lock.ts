@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { VpcLeaseError } from '../../shared/errors.js';
 import { sleepMs } from '../../shared/sleep.js';
 import { loadNetnsAddon } from '../datapath/native.js';
+import { assertNotAbandoned, callScope } from './call-scope.js';
 
 /**
  * A per-attachment mutex between plugin processes and the agent's calls: flock(2) on a file in a root-only (0700)
@@ -67,20 +68,28 @@ export async function lockAttachment(
   secureLockDir(scope);
   const path = attachmentLockPath(scope, containerId, ifName);
   const deadline = Date.now() + waitMs;
+  const call = callScope.getStore();
   for (;;) {
+    assertNotAbandoned('the attachment lock');
     const fd = tryTake(path);
-    if (fd !== undefined)
-      return {
-        release: async () => {
-          // Unlinked while still held, so no file is left behind and no waiter locks a stale one (see tryTake).
-          try {
-            unlinkSync(path);
-          } catch {
-            // already gone
-          }
-          closeSync(fd);
-        },
+    if (fd !== undefined) {
+      let held = true;
+      const release = async (): Promise<void> => {
+        // Once only: the agent releases an abandoned call's lock, and a second unlink would hit the next holder's file.
+        if (!held) return;
+        held = false;
+        call?.locks.delete(release);
+        // Unlinked while still held, so no file is left behind and no waiter locks a stale one (see tryTake).
+        try {
+          unlinkSync(path);
+        } catch {
+          // already gone
+        }
+        closeSync(fd);
       };
+      call?.locks.add(release);
+      return { release };
+    }
     if (Date.now() >= deadline)
       throw new AttachmentBusyError(
         `another call for ${containerId}/${ifName} is still running after ${waitMs} ms; try again later`,
