@@ -3,6 +3,7 @@ import { errorMessage } from '../../shared/errors.js';
 import { createLogger, type Logger } from '../../shared/log.js';
 import { useIptables } from '../datapath/connmark.js';
 import { loadNetnsAddon } from '../datapath/native.js';
+import { missingCapabilities } from './capabilities.js';
 import { startHealthSocket } from './health-socket.js';
 import { detectIptablesMode, hasImageIptables, IMAGE_IPTABLES_DIR, imageIptables } from './iptables-mode.js';
 import { type AgentExtensions, type AgentSidecar, NO_EXTENSIONS } from './observer.js';
@@ -69,6 +70,14 @@ export async function runAgent(
   } catch (err) {
     process.stderr.write(`vpc-lease-cni agent: ${errorMessage(err)}\n`);
     return 2;
+  }
+  const missing = missingCapabilities();
+  if (missing.length > 0) {
+    // Before the socket: an agent that cannot do the work must not take calls from the shims (they fall back).
+    log.error('agent lacks capabilities its securityContext must add', {
+      missing: missing.map((c) => `${c.name}: ${c.why}`),
+    });
+    return 1;
   }
   const testMode = env['VPC_LEASE_TEST_MODE'] === '1';
   const hangAt = testMode ? env['VPC_LEASE_TEST_HANG_AT'] : undefined;

@@ -66,6 +66,21 @@ describe.skipIf(skip)('the agent’s /healthz', () => {
     expect(await probe(health)).toEqual({ status: 200, body: `serving (pid ${agent!.pid})` });
   });
 
+  it('will not start without a capability the DaemonSet adds, and names it', async () => {
+    const socket = join(mkdtempSync(join(dir, 'run-')), 'agent.sock');
+    // As a securityContext that dropped ALL and forgot SYS_ADMIN would start it.
+    const started = startAgent(cni, socket, { PATH: process.env['PATH'] ?? '/usr/bin:/bin' }, [
+      'setpriv',
+      '--bounding-set=-sys_admin',
+      '--',
+    ]);
+    await expect(started).rejects.toThrow(/exited \(1\) before listening/);
+    const err = await started.catch((e: Error) => e.message);
+    expect(err).toContain('agent lacks capabilities its securityContext must add');
+    expect(err).toContain('CAP_SYS_ADMIN: setns(2) into pods’ network namespaces');
+    expect(err).not.toContain('CAP_NET_ADMIN');
+  });
+
   it('gives no answer while the agent is stalled, and 200 again once it runs', async () => {
     const { health } = await started();
     expect((await probe(health)).status).toBe(200);
