@@ -27,7 +27,10 @@ export const NO_OBSERVER: AgentObserver = { commandFinished: () => undefined };
 
 /** Whether the agent serves its socket: what the DaemonSet's probes ask (node/metrics/server.ts, /healthz). */
 export interface AgentHealth {
+  /** Ready: this process serves the socket path. */
   readonly ok: boolean;
+  /** Alive: serving, standing by after a newer agent took the path, or draining; false when broken. */
+  readonly live: boolean;
   readonly reason: string;
 }
 

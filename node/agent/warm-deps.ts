@@ -1,9 +1,11 @@
 import type { LeaseStore } from '../../shared/lease-store/port.js';
 import type { Logger } from '../../shared/log.js';
+import { sleepMs } from '../../shared/sleep.js';
 import type { PluginConfig } from '../config/netconf.js';
 import { NetlinkDatapath } from '../datapath/netlink-datapath.js';
 import { withAgentHangAt } from '../datapath/test-hooks.js';
 import { type IdentityOptions, loadIdentity, type NodeIdentity } from '../identity/identity.js';
+import { fenced } from '../journal/call-scope.js';
 import type { DynamoRequestObserver } from '../metrics/observed-dynamo.js';
 import type { PluginDeps } from '../plugin/context.js';
 import { readBootId } from '../plugin/status.js';
@@ -46,6 +48,20 @@ function identityKey(options: IdentityOptions): string {
   ]);
 }
 
+/** `target` with every method called `ms` later (test mode only). */
+function delayed<T extends object>(target: T, ms: number): T {
+  return new Proxy(target, {
+    get(obj, key) {
+      const value: unknown = Reflect.get(obj, key, obj);
+      if (typeof value !== 'function') return value;
+      return async (...args: unknown[]) => {
+        await sleepMs(ms);
+        return (value as (...a: unknown[]) => unknown).apply(obj, args);
+      };
+    },
+  });
+}
+
 /**
  * What a plugin process rebuilds on every call, kept by the agent across calls: the instance identity and role
  * credentials in memory (fetched again from IMDS a minute before the plugin's own cache would stop using them,
@@ -65,6 +81,8 @@ export class WarmDeps {
     /** The agent's own hang point (agentHangAt), in place of any a request carries. */
     private readonly hangAt?: string,
     private readonly hooks: WarmDepsHooks = {},
+    /** Test mode: every store request waits this long first (a stalled DynamoDB), then meets the call's fence. */
+    private readonly storeDelayMs = 0,
   ) {}
 
   /** The PluginDeps of one forwarded call: the request's own environment, the agent's warm parts. */
@@ -75,8 +93,12 @@ export class WarmDeps {
       nowMs: this.nowMs,
       bootId: () => readBootId(),
       loadIdentity: (options) => this.identity(options),
-      openStore: (config, identity) => this.store(config, identity, env),
-      openDatapath: (log, hooks) => NetlinkDatapath.open(log, hooks),
+      // Fenced: a call the agent abandoned at its deadline makes no request after it (node/journal/call-scope.ts).
+      openStore: (config, identity) => {
+        const store = fenced(this.store(config, identity, env), 'the lease store');
+        return this.storeDelayMs > 0 ? delayed(store, this.storeDelayMs) : store;
+      },
+      openDatapath: async (log, hooks) => fenced(await NetlinkDatapath.open(log, hooks), 'the datapath'),
     };
   }
 

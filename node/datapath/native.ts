@@ -4,9 +4,13 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { VpcLeaseError } from '../../shared/errors.js';
 
-/** The setns(2) addon (node/native/netns.c). */
+/** The setns(2) addon (node/native/netns.c), with flock(2) and SO_PEERCRED, which Node lacks. */
 export interface NetnsAddon {
   setns(fd: number): void;
+  /** flock(fd, LOCK_EX | LOCK_NB): false when another open file description holds the lock. */
+  tryLock(fd: number): boolean;
+  /** The uid of a connected unix socket's peer (SO_PEERCRED). */
+  peerUid(fd: number): number;
 }
 
 export const NETNS_ADDON_FILE = 'vpc_lease_netns.node';

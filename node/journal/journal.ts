@@ -2,6 +2,7 @@ import { linkSync, mkdirSync, readdirSync, readFileSync, unlinkSync, writeFileSy
 import { mkdir, open, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { LeasePlacement } from '../../shared/domain/lease.js';
+import { assertNotAbandoned } from './call-scope.js';
 import { attachmentFileName, attachmentStem, attachmentTempName } from './names.js';
 
 /**
@@ -51,6 +52,7 @@ export class Journal {
 
   /** Publishes an intent; returns false (and writes nothing) when a record already exists. */
   createIntent(record: AttachmentRecord): boolean {
+    assertNotAbandoned('the journal intent');
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     const tmp = this.tempPath(record);
     writeFileSync(tmp, JSON.stringify(record), { mode: 0o600 });
@@ -79,6 +81,8 @@ export class Journal {
     } finally {
       await file.close();
     }
+    // A write started before the call was abandoned must not land after its lock went to the next call.
+    assertNotAbandoned('the journal record');
     await rename(tmp, this.path(record.containerId, record.ifName));
     const dir = await open(this.dir, 'r');
     try {
@@ -104,6 +108,7 @@ export class Journal {
   }
 
   remove(containerId: string, ifName: string): void {
+    assertNotAbandoned('the journal removal');
     try {
       unlinkSync(this.path(containerId, ifName));
     } catch (err) {

@@ -3,10 +3,13 @@ import { VPC_LEASE_VERSION } from '../../shared/version.js';
 import type { AgentExtensions, CommandEvent } from '../agent/observer.js';
 import { parseNetconf } from '../config/netconf.js';
 import { type CniMetricCommand, NodeMetrics } from './node-metrics.js';
-import { metricsListenFromEnv, startMetricsServer } from './server.js';
+import { type MetricsListen, type MetricsServer, metricsListenFromEnv, startMetricsServer } from './server.js';
 
 /** Seconds a read of the node's leases serves scrapes (default 30): one partition Query per window. */
 export const LEASES_MAX_AGE_ENV = 'VPC_LEASE_METRICS_LEASES_MAX_AGE_S';
+
+/** How often an agent waiting for the metrics port tries it again. */
+const METRICS_RETRY_MS = 500;
 
 const COMMANDS = new Set<string>(['ADD', 'DEL', 'CHECK', 'GC', 'STATUS', 'VERSION']);
 
@@ -46,18 +49,46 @@ export function agentMetrics(
       },
     },
     async start({ env, log, health }) {
+      let listen: MetricsListen | undefined;
       try {
-        const listen = metricsListenFromEnv(env);
-        if (!listen) return [];
-        const server = await startMetricsServer(metrics.registry, listen, health);
-        log.info('metrics listening', { url: server.url });
-        const stopSampling = metrics.sampleEventLoop();
-        return [server, { close: async () => stopSampling() }];
+        listen = metricsListenFromEnv(env);
       } catch (err) {
-        // Pods come first: an agent whose metrics port is taken still serves CNI calls.
         log.error('metrics server failed to start', { error: errorMessage(err) });
         return [];
       }
+      if (!listen) return [];
+      const where = listen;
+      let closed = false;
+      let server: MetricsServer | undefined;
+      let timer: NodeJS.Timeout | undefined;
+      // A taken port is the agent this one supersedes (a surge rollout): it lets go once it sees the socket taken.
+      const attempt = async (retries: number): Promise<void> => {
+        try {
+          const started = await startMetricsServer(metrics.registry, where, health);
+          if (closed) return void (await started.close());
+          server = started;
+          log.info('metrics listening', { url: started.url, retries });
+        } catch (err) {
+          if (closed) return;
+          // Pods come first: an agent without its metrics port still serves CNI calls.
+          if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE')
+            return log.error('metrics server failed to start', { error: errorMessage(err) });
+          if (retries === 0) log.warn('metrics port taken; retrying until its holder lets go', { port: where.port });
+          timer = setTimeout(() => void attempt(retries + 1), METRICS_RETRY_MS);
+        }
+      };
+      await attempt(0);
+      const stopSampling = metrics.sampleEventLoop();
+      return [
+        {
+          close: async () => {
+            closed = true;
+            clearTimeout(timer);
+            stopSampling();
+            await server?.close();
+          },
+        },
+      ];
     },
   };
   return { metrics, extensions };

@@ -50,8 +50,9 @@ export async function startMetricsServer(
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (path === HEALTH_PATH && health) {
+      // The pid says which agent answered: during a handoff two take turns on this port.
       void health().then(({ ok, reason }) =>
-        res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(`${reason}\n`),
+        res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(`${reason} (pid ${process.pid})\n`),
       );
       return;
     }

@@ -3,6 +3,7 @@ import type { Lease } from '../../shared/domain/lease.js';
 import { CniCode, CniError } from '../cni/errors.js';
 import type { CniOutput } from '../cni/skel.js';
 import { teardownPodRouting } from '../datapath/routing-teardown.js';
+import { AttachmentBusyError, type AttachmentLock, lockAttachment } from '../journal/lock.js';
 import { classify } from './classify.js';
 import type { CallContext } from './context.js';
 import { routingTeardown } from './routing.js';
@@ -35,6 +36,26 @@ function ours(lease: Lease, network: string, adoptUnnamed: boolean): boolean {
 }
 
 /**
+ * Runs `fn` holding the attachment's lock, or returns false at once when a call of that attachment holds it: a
+ * stalled ADD past the grace could otherwise finish wiring an address GC just released.
+ */
+async function unlessBusy(dataDir: string, holder: Attachment, fn: () => Promise<void>): Promise<boolean> {
+  let lock: AttachmentLock;
+  try {
+    lock = await lockAttachment(dataDir, holder.containerId, holder.ifName, 0);
+  } catch (err) {
+    if (err instanceof AttachmentBusyError) return false;
+    throw err;
+  }
+  try {
+    await fn();
+    return true;
+  } finally {
+    await lock.release();
+  }
+}
+
+/**
  * GC (CNI 1.1): releases every lease of this node CLAIMED by an attachment of this network that the runtime no
  * longer lists, and drops their journal records. A lease claimed within `gcGraceMs` is spared — an ADD still in
  * flight is not in the runtime's list yet, and releasing it would hand one address to two pods.
@@ -52,6 +73,7 @@ export async function cmdGc(ctx: CallContext): Promise<CniOutput> {
     let released = 0;
     let spared = 0;
     let foreign = 0;
+    let busy = 0;
     for (const lease of claimed) {
       const holder = lease.holder;
       if (!holder || isLive(holder.containerId, holder.ifName)) continue;
@@ -63,24 +85,27 @@ export async function cmdGc(ctx: CallContext): Promise<CniOutput> {
         spared += 1;
         continue;
       }
-      if (holder.netns && existsSync(holder.netns)) {
-        await (await ctx.datapath()).teardown(holder.netns, holder.ifName);
-      }
-      const routing = routingTeardown(config, holder, lease);
-      if (routing) await teardownPodRouting(holder.netns ?? '', routing);
-      const out = await store.release(identity.instanceArn, holder, nowMs, config.reuseWaitMs, lease.ip);
-      if (out) released += 1;
-      journal.remove(holder.containerId, holder.ifName);
+      const done = await unlessBusy(config.dataDir, holder, async () => {
+        if (holder.netns && existsSync(holder.netns)) {
+          await (await ctx.datapath()).teardown(holder.netns, holder.ifName);
+        }
+        const routing = routingTeardown(config, holder, lease);
+        if (routing) await teardownPodRouting(holder.netns ?? '', routing);
+        const out = await store.release(identity.instanceArn, holder, nowMs, config.reuseWaitMs, lease.ip);
+        if (out) released += 1;
+        journal.remove(holder.containerId, holder.ifName);
+      });
+      if (!done) busy += 1;
     }
     let records = 0;
     for (const record of journal.list()) {
       if (isLive(record.containerId, record.ifName) || record.createdAtMs > nowMs - config.gcGraceMs) continue;
       if (claimed.some((l) => l.holder?.containerId === record.containerId && l.holder.ifName === record.ifName))
         continue;
-      journal.remove(record.containerId, record.ifName);
-      records += 1;
+      if (await unlessBusy(config.dataDir, record, async () => journal.remove(record.containerId, record.ifName)))
+        records += 1;
     }
-    log.info('garbage collected', { released, spared, foreign, records, valid: valid.length });
+    log.info('garbage collected', { released, spared, busy, foreign, records, valid: valid.length });
     return undefined;
   } catch (err) {
     log.error('GC failed', { err });

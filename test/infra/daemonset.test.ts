@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_METRICS_HOST, DEFAULT_METRICS_PORT, HEALTH_PATH } from '../../node/metrics/server.js';
+import { AGENT_CAPABILITIES } from '../../node/agent/capabilities.js';
+import { SHIM_SOURCE_FILE } from '../../node/installer/install.js';
 import { IMAGE_ARCHES } from '../../packaging/image/build-image.js';
 import { DAEMONSET_FILE, IMAGE_PLACEHOLDER, renderDaemonSet } from '../../packaging/image/render-daemonset.js';
 import { type K8sObject, parseManifest } from './support/manifest.js';
@@ -14,8 +15,8 @@ interface Container {
   command?: string[];
   securityContext?: Record<string, unknown>;
   volumeMounts?: { name: string; mountPath: string; mountPropagation?: string }[];
-  livenessProbe?: { httpGet?: { host: string; port: number; path: string } };
-  readinessProbe?: { httpGet?: { host: string; port: number; path: string } };
+  livenessProbe?: { httpGet?: unknown; exec?: { command: string[] } };
+  readinessProbe?: { httpGet?: unknown; exec?: { command: string[] } };
 }
 interface PodSpec {
   hostNetwork?: boolean;
@@ -66,7 +67,7 @@ describe('node/deploy/daemonset.yaml, rendered', () => {
   it('runs the node agent in place of pause: host network, no host PID, the netns dirs HostToContainer', () => {
     const agent = pod.containers.find((c) => c.name === 'agent')!;
     expect(pod.containers.map((c) => c.name)).toEqual(['agent']);
-    expect(agent.command).toEqual(['/app/vpc-lease-cni', 'agent']);
+    expect(agent.command?.slice(0, 2)).toEqual(['/app/vpc-lease-cni', 'agent']);
     expect([pod.hostNetwork, pod.hostPID]).toEqual([true, undefined]);
     const hostPathOf = (name: string) => pod.volumes?.find((v) => v.name === name)?.hostPath?.path;
     const mounts = Object.fromEntries(
@@ -79,19 +80,37 @@ describe('node/deploy/daemonset.yaml, rendered', () => {
       '/var/lib/cni/vpc-lease': '/var/lib/cni/vpc-lease None',
       '/var/log/vpc-lease': '/var/log/vpc-lease None',
       '/run/xtables.lock': '/run/xtables.lock None',
+      '/proc/sys/net': '/proc/sys/net None',
     });
     // The socket's directory is the agent's alone: no other container of this pod mounts it.
     const others = pod.initContainers.flatMap((c) => c.volumeMounts ?? []).map((m) => m.name);
     expect(others).not.toContain('agent-run');
   });
 
-  it('probes the agent’s socket through its metrics listener’s /healthz, liveness and readiness', () => {
+  it('runs the agent unprivileged: ALL dropped, the capabilities it checks added, spc_t, /proc/sys/net writable', () => {
     const agent = pod.containers.find((c) => c.name === 'agent')!;
-    const want = { host: DEFAULT_METRICS_HOST, port: DEFAULT_METRICS_PORT, path: HEALTH_PATH };
-    expect(agent.livenessProbe?.httpGet).toEqual(want);
-    expect(agent.readinessProbe?.httpGet).toEqual(want);
-    // The agent's environment leaves the metrics listener where the probes look.
-    expect(JSON.stringify(agent)).not.toContain('VPC_LEASE_METRICS_ADDRESS');
+    expect(agent.securityContext).toEqual({
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'], add: AGENT_CAPABILITIES.map((c) => c.name.replace(/^CAP_/, '')) },
+      seLinuxOptions: { type: 'spc_t' },
+    });
+    const sysctls = agent.volumeMounts?.find((m) => m.mountPath === '/proc/sys/net');
+    expect(pod.volumes?.find((v) => v.name === sysctls?.name)?.hostPath?.path).toBe('/proc/sys/net');
+  });
+
+  it('probes its own agent through the health socket it names, not a port another agent may hold', () => {
+    const agent = pod.containers.find((c) => c.name === 'agent')!;
+    const at = agent.command!.indexOf('--health-socket');
+    const socket = agent.command![at + 1]!;
+    // The pod's own /dev/shm: no other pod (the other agent of a surge rollout) sees it.
+    expect(socket.startsWith('/dev/shm/')).toBe(true);
+    expect(agent.livenessProbe).toMatchObject({
+      exec: { command: [`/app/${SHIM_SOURCE_FILE}`, 'health', socket, 'live'] },
+    });
+    expect(agent.readinessProbe).toMatchObject({
+      exec: { command: [`/app/${SHIM_SOURCE_FILE}`, 'health', socket, 'ready'] },
+    });
+    expect(agent.livenessProbe?.httpGet).toBeUndefined();
   });
 
   it('is node-critical, on Linux nodes only, and tolerates every taint', () => {

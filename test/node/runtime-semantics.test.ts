@@ -5,6 +5,7 @@ import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Journal } from '../../node/journal/journal.js';
+import { lockAttachment } from '../../node/journal/lock.js';
 import type { NodePhase, NodeRecord } from '../../shared/domain/node.js';
 import { missing } from '../support/capabilities.js';
 import { NodeFixture, runProcess } from './support/node-fixture.js';
@@ -188,6 +189,22 @@ describe.skipIf(skip)('vpc-lease-cni STATUS, GC and serialized ADDs', () => {
       expect((await f.store.getLease(f.arn, legacy.ip))?.state).toBe('CLAIMED');
       await gc(f.netconf('1.1.0', { gcUnnamedLeases: true }), []);
       expect((await f.store.getLease(f.arn, legacy.ip))?.state).toBe('COOLDOWN');
+    }, 120_000);
+
+    it('leaves alone a lease whose attachment a stalled ADD still holds locked, and releases it once unlocked', async () => {
+      const conf = f.netconf('1.1.0', { name: 'stall-net' });
+      const holder = { containerId: 'stall-1', ifName: 'eth0', netns: '/var/run/netns/gone', network: 'stall-net' };
+      const lease = await f.store.claim(f.arn, holder, Date.now() - 1_000, { checkExisting: false });
+      // The stalled ADD: past the grace (0 here), not in the runtime’s list yet, and holding the attachment’s lock.
+      const stalled = await lockAttachment(f.dataDir, 'stall-1', 'eth0', 0);
+      try {
+        await gc(conf, []);
+        expect((await f.store.getLease(f.arn, lease.ip))?.state).toBe('CLAIMED');
+      } finally {
+        await stalled.release();
+      }
+      await gc(conf, []);
+      expect((await f.store.getLease(f.arn, lease.ip))?.state).toBe('COOLDOWN');
     }, 120_000);
 
     it('after a "reboot" that took every netns, returns every dead container’s lease in one GC', async () => {

@@ -92,11 +92,14 @@ describe.skipIf(skip)('the agent as the DaemonSet runs it, under containerd 2.x,
     });
     if (line === '') return ''; // an agent made to hang: nothing more is asked of it
     const url = (JSON.parse(line.slice(line.indexOf('{'))) as { url: string }).url;
-    // The manifest's readiness probe, asked the way kubelet asks it (the port is moved: see extraEnv).
-    const path = pod.spec.containers.find((c) => c.name === 'agent')?.readinessProbe?.httpGet?.path;
-    expect(path).toBeDefined();
-    const health = await fetch(new URL(path!, url));
-    expect(health.status, await health.text()).toBe(200);
+    // The manifest's readiness probe, run the way kubelet runs an exec probe: in the agent's container.
+    const command = pod.spec.containers.find((c) => c.name === 'agent')?.readinessProbe?.exec?.command;
+    expect(command).toBeDefined();
+    const ready = await until('the readiness probe', async () => {
+      const r = await pod.exec('agent', command!);
+      return r.code === 0 ? r : undefined;
+    });
+    expect(ready.stdout).toContain('ready serving');
     return url;
   }
 

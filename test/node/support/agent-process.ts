@@ -32,9 +32,10 @@ export function startAgent(
   socket: string,
   env: Record<string, string>,
   wrap: readonly string[] = [],
+  args: readonly string[] = [],
 ): Promise<AgentProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn(...argv([...wrap, cni, 'agent', '--socket', socket]), {
+    const child = spawn(...argv([...wrap, cni, 'agent', '--socket', socket, ...args]), {
       env,
       stdio: ['ignore', 'ignore', 'pipe'],
     });

@@ -68,7 +68,7 @@ export interface ContainerSpec {
   };
   readonly resources?: { limits?: { memory?: string } };
   readonly volumeMounts?: { name: string; mountPath: string; readOnly?: boolean; mountPropagation?: string }[];
-  readonly readinessProbe?: { httpGet?: { path: string } };
+  readonly readinessProbe?: { httpGet?: { path: string }; exec?: { command: string[] } };
 }
 
 export interface PodSpec {
@@ -224,6 +224,14 @@ export class CriPod {
         },
       },
     };
+  }
+
+  /** Runs `command` in the container `name` as an exec probe does (crictl exec): its exit code and output. */
+  async exec(name: string, command: readonly string[]): Promise<{ code: number; stdout: string }> {
+    const id = this.ids.get(name);
+    if (!id) throw new Error(`no container ${name} started`);
+    const r = await this.runtime.crictl(['exec', id, ...command]);
+    return { code: r.code ?? -1, stdout: r.stdout };
   }
 
   /** Creates and starts `name` (a new attempt each time, as kubelet restarts a container); its id. */
