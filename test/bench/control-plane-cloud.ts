@@ -68,6 +68,8 @@ export interface ActionOutcome {
   readonly instanceId: string;
   readonly result: LifecycleResult | 'TIMEOUT';
   readonly atMs: number;
+  /** Real ms from the hook's start (Pending:Wait, when its event is emitted) to this completion. */
+  readonly heldMs?: number;
 }
 
 /**
@@ -227,9 +229,20 @@ export class ControlPlaneCloud {
   private recordingAutoScaling(inner: AutoScalingPort): AutoScalingPort {
     return {
       completeLifecycleAction: async (ref: LifecycleActionRef, result: LifecycleResult) => {
+        // Read before completing: the simulator forgets an action once it has its result.
+        const startedMs = this.cloud.autoScaling.simulator
+          .getGroup(ref.autoScalingGroupName)
+          ?.instances.get(ref.instanceId)
+          ?.actions.get(ref.hookName)?.startedMs;
         const outcome = await inner.completeLifecycleAction(ref, result);
+        const atMs = Date.now();
         if (outcome === 'done' && ref.hookName === 'vpc-lease-launch')
-          this.outcomes.push({ instanceId: ref.instanceId, result, atMs: Date.now() });
+          this.outcomes.push({
+            instanceId: ref.instanceId,
+            result,
+            atMs,
+            ...(startedMs !== undefined ? { heldMs: atMs - startedMs } : {}),
+          });
         return outcome;
       },
       recordLifecycleActionHeartbeat: (ref) => inner.recordLifecycleActionHeartbeat(ref),

@@ -1,3 +1,4 @@
+import { loadavg } from 'node:os';
 import { type _InstanceType, CreateLaunchTemplateCommand, EC2Client } from '@aws-sdk/client-ec2';
 import { DEFAULT_LATENCY_MS } from '../../local-cloud/ec2/latency.js';
 import { DEFAULT_DELAYS } from '../../local-cloud/ec2/simulator.js';
@@ -149,6 +150,7 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
     ...(options.ec2Buckets ? { ec2Buckets: options.ec2Buckets } : {}),
   });
   try {
+    const loadAtStart = loadavg().map((l) => round(l));
     const template = adopt ? await createPodEniTemplate(c, config, options.instanceType) : undefined;
     c.cloud.ec2.admin.resetCounts();
     const t0 = Date.now();
@@ -189,6 +191,10 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
     const elapsedMs = (doneAtMs - t0) / options.timeScale;
     const completions = c.outcomes.filter((o) => o.result === 'CONTINUE').map((o) => (o.atMs - t0) / options.timeScale);
     const continued = completions.length;
+    // Launch event → CONTINUE for each instance, in AWS ms: what a node waits on before it can take pods.
+    const held = c.outcomes.flatMap((o) =>
+      o.result === 'CONTINUE' && o.heldMs !== undefined ? [o.heldMs / options.timeScale] : [],
+    );
     const abandoned = c.outcomes.filter((o) => o.result === 'ABANDON').length;
     const timedOut = c.outcomes.filter((o) => o.result === 'TIMEOUT').length;
     const counts = c.cloud.ec2.admin.counts();
@@ -241,6 +247,14 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
         p90: Math.round(percentile(completions, 90)),
         last: Math.round(percentile(completions, 100)),
       },
+      /** Each launch hook held, from its event to CONTINUE (AWS ms): the p50 ≤ 2 s and p99 ≤ 10 s. */
+      hookHeldMs: {
+        n: held.length,
+        p50: Math.round(percentile(held, 50)),
+        p90: Math.round(percentile(held, 90)),
+        p99: Math.round(percentile(held, 99)),
+        max: Math.round(percentile(held, 100)),
+      },
       /** Seconds after the group was created at which calls took effect: first, p10, p50, p90, last. */
       callsTakenEffectAtS: Object.fromEntries(
         [...callAtS].map(([action, times]) => [
@@ -277,7 +291,11 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
         within1_1xLowerBound: ratioToBound <= 1.1,
         ...(adopt ? { zeroMutatingCallsPerNode: mutatingCalls === 0 } : {}),
         noLifecycleTimeout: timedOut === 0,
+        ...(adopt
+          ? { hookHeldP50Within2s: percentile(held, 50) <= 2000, hookHeldP99Within10s: percentile(held, 99) <= 10_000 }
+          : {}),
       },
+      loadAverageAtStart: loadAtStart,
     };
   } finally {
     await c.close();
