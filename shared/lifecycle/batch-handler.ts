@@ -1,6 +1,6 @@
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import type { Ec2Instance } from '../ec2/port.js';
-import { withPrefetchedInstance } from '../ec2/prefetched-ec2.js';
+import { BatchAttachedEnis, withPrefetchedInstance } from '../ec2/prefetched-ec2.js';
 import { type HeldTicket, withEc2CallContext } from '../ec2/rate-budget.js';
 import { errorMessage } from '../errors.js';
 import { processSqsBatch } from '../queue/batch.js';
@@ -32,7 +32,8 @@ interface Parsed {
 /**
  * The whole Lambda behind one line: each SQS record through the record handler, then metrics flushed.
  * Before the records run, one DescribeInstances serves every launch of the batch (instead of one per
- * record); the records then run oldest event first, and their EC2 calls take budget tokens in that order.
+ * record), and the adoptions among them share one DescribeNetworkInterfaces (BatchAttachedEnis); the records
+ * then run oldest event first, and their EC2 calls take budget tokens in that order.
  */
 export function createLifecycleBatchHandler(deps: LifecycleDeps, options: LifecycleBatchOptions = {}): SqsBatchHandler {
   const budgetWaitMs = options.budgetWaitMs ?? 4_000;
@@ -40,12 +41,14 @@ export function createLifecycleBatchHandler(deps: LifecycleDeps, options: Lifecy
     try {
       const parsed = (event.Records ?? []).map(parse).sort((a, b) => a.arrivalMs - b.arrivalMs);
       const instances = await prefetch(deps, parsed);
+      const attached = instances && BatchAttachedEnis.of(deps.ec2, instances, deps.logger);
       const deadlineMs = deps.clock.nowMs() + budgetWaitMs;
       const byMessage = new Map(parsed.map((p) => [p.record.messageId, p]));
       const handlerFor = (p: Parsed | undefined): ((body: string) => Promise<void>) => {
         const id = p?.launchOf;
         if (!instances || id === undefined || !instances.has(id)) return createLifecycleRecordHandler(deps);
-        return createLifecycleRecordHandler({ ...deps, ec2: withPrefetchedInstance(deps.ec2, id, instances.get(id)) });
+        const ec2 = withPrefetchedInstance(deps.ec2, id, instances.get(id), attached);
+        return createLifecycleRecordHandler({ ...deps, ec2 });
       };
       return await processSqsBatch(
         { Records: parsed.map((p) => p.record) },
