@@ -17,6 +17,8 @@ import { type DynaliteProcess, startDynaliteProcess } from './dynalite-process.j
 import { type RequestCounter, startRequestCounter } from './request-counter.js';
 
 export const TABLE = 'vpc-lease';
+/** Records per lifecycle invocation, as the construct's SQS event source takes them (infra/construct/allocator.ts). */
+export const LIFECYCLE_BATCH_SIZE = 10;
 export const CLUSTER = 'bench';
 
 export interface ControlPlaneCloudOptions {
@@ -166,7 +168,7 @@ export class ControlPlaneCloud {
       }
     };
     this.mapping = cloud.createEventSourceMapping(queue, handler, {
-      batchSize: 10,
+      batchSize: LIFECYCLE_BATCH_SIZE,
       maximumConcurrency: options.maxConcurrency ?? 20,
       reportBatchItemFailures: true,
       functionTimeoutS: options.functionTimeoutS ?? 40,
