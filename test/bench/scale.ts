@@ -185,9 +185,13 @@ export async function runScaleBench(options: ScaleBenchOptions): Promise<Record<
     }, 30_000);
     const settled = await waitFor(() => {
       const instances = c.groupInstances('scale');
+      // The simulator moves an instance on when it takes the completion, before the handler's call returns and
+      // its outcome is recorded: wait for the outcomes too, or the last few are missing from the figures.
+      const recorded = new Set(c.outcomes.map((o) => o.instanceId));
       return (
         instances.length >= options.instances &&
-        instances.every((i) => !i.lifecycleState.startsWith('Pending:Wait') && i.lifecycleState !== 'Pending')
+        instances.every((i) => !i.lifecycleState.startsWith('Pending:Wait') && i.lifecycleState !== 'Pending') &&
+        instances.every((i) => recorded.has(i.instanceId))
       );
     }, budgetMs).finally(() => clearInterval(progress));
     stopListening();
