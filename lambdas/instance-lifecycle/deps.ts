@@ -1,7 +1,6 @@
 import { SdkAutoScaling } from '../../shared/autoscaling/sdk-autoscaling.js';
 import { systemClock } from '../../shared/clock.js';
 import { controlPlaneConfigFromEnv } from '../../shared/config/control-plane.js';
-import { createSdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { ATTACH_WAIT_ENV, budgetedEc2FromEnv } from '../../shared/ec2/budget-env.js';
 import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
 import { withSubnetAnswersShared } from '../../shared/ec2/subnet-answers.js';
@@ -11,6 +10,7 @@ import type { LifecycleDeps } from '../../shared/lifecycle/deps.js';
 import { createLogger } from '../../shared/log.js';
 import { Metrics } from '../../shared/metrics.js';
 import { SqsRequeue } from '../../shared/queue/requeue.js';
+import { lambdaDynamoApi } from '../dynamo-api.js';
 
 /** The queue the function re-enqueues waiting work to: its own event source queue. */
 export const QUEUE_URL_ENV = 'VPC_LEASE_QUEUE_URL';
@@ -42,7 +42,7 @@ export function lifecycleDepsFromEnv(env: NodeJS.ProcessEnv = process.env): Life
   if (!queueUrl) throw new ValidationError(`${QUEUE_URL_ENV} is not set`);
   const logger = createLogger({ level: config.logLevel, fields: { service: 'instance-lifecycle' } });
   const metrics = new Metrics(logger, 'instance-lifecycle');
-  const api = createSdkDynamoApi();
+  const api = lambdaDynamoApi();
   const sdkEc2 = new SdkEc2({ metrics, clusterName: config.clusterName });
   const attachWaitMs = attachWaitMsOf(env);
   const budgeted = budgetedEc2FromEnv(env, {

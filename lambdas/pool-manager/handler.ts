@@ -1,7 +1,6 @@
 import type { DynamoDBBatchResponse } from 'aws-lambda';
 import { systemClock } from '../../shared/clock.js';
 import { controlPlaneConfigFromEnv } from '../../shared/config/control-plane.js';
-import { createSdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { budgetedEc2FromEnv } from '../../shared/ec2/budget-env.js';
 import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
@@ -16,6 +15,7 @@ import {
 import { reportIllFormed } from '../../shared/pool/lease-trust.js';
 import type { SweepReport } from '../../shared/pool/sweep.js';
 import { DynamoSweepCursorStore } from '../../shared/schedule/cursor.js';
+import { lambdaDynamoApi } from '../dynamo-api.js';
 
 // Built on the first invocation and kept for the container's life (SDK clients, limits cache, mutation cap).
 let poolHandler: PoolManagerHandler | undefined;
@@ -24,7 +24,7 @@ function fromEnv(): PoolManagerHandler {
   const config = controlPlaneConfigFromEnv();
   const logger = createLogger({ level: config.logLevel, fields: { service: 'pool-manager' } });
   const metrics = new Metrics(logger, 'pool-manager');
-  const api = createSdkDynamoApi();
+  const api = lambdaDynamoApi();
   const sdkEc2 = new SdkEc2({ metrics, clusterName: config.clusterName });
   return createPoolManagerHandler({
     config,

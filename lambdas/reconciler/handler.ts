@@ -1,6 +1,5 @@
 import { systemClock } from '../../shared/clock.js';
 import { controlPlaneConfigFromEnv } from '../../shared/config/control-plane.js';
-import { createSdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { budgetedEc2FromEnv } from '../../shared/ec2/budget-env.js';
 import { SdkEc2 } from '../../shared/ec2/sdk-ec2.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
@@ -11,6 +10,7 @@ import { reportIllFormed } from '../../shared/pool/lease-trust.js';
 import { DynamoLeasePartitions } from '../../shared/reconcile/lease-partitions.js';
 import { type PacedReconcileDeps, type PacedReconcileReport, reconcilePaced } from '../../shared/reconcile/paced.js';
 import { DynamoSweepCursorStore } from '../../shared/schedule/cursor.js';
+import { lambdaDynamoApi } from '../dynamo-api.js';
 
 // Built on the first invocation and kept for the container's life.
 let deps: PacedReconcileDeps | undefined;
@@ -19,7 +19,7 @@ function fromEnv(): PacedReconcileDeps {
   const config = controlPlaneConfigFromEnv();
   const logger = createLogger({ level: config.logLevel, fields: { service: 'reconciler' } });
   const metrics = new Metrics(logger, 'reconciler');
-  const api = createSdkDynamoApi();
+  const api = lambdaDynamoApi();
   return {
     config,
     logger,

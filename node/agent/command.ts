@@ -1,9 +1,9 @@
 import { parseArgs } from 'node:util';
 import { errorMessage } from '../../shared/errors.js';
 import { createLogger, type Logger } from '../../shared/log.js';
+import { isTestMode } from '../config/overrides.js';
 import { useIptables } from '../datapath/connmark.js';
 import { loadNetnsAddon } from '../datapath/native.js';
-import { isTestMode } from '../config/overrides.js';
 import { agentHangAt } from '../datapath/test-hooks.js';
 import { missingCapabilities } from './capabilities.js';
 import { startHealthSocket } from './health-socket.js';

@@ -75,8 +75,10 @@ export function budgetedEc2FromEnv(env: NodeJS.ProcessEnv, wiring: BudgetWiring)
  * simulator's buckets, which refill 1/timeScale times faster in real time; at 0 they refill instantly.
  */
 export function localBudgetEnv(timeScale: number, on: boolean): Record<string, string> {
-  // The lifecycle Lambda's inline wait for attachments follows the simulator's pace too (3 AWS seconds).
-  const pace = { [ATTACH_WAIT_ENV]: String(Math.round(3000 * Math.max(0, timeScale))) };
+  // The lifecycle Lambda's inline wait for attachments follows the simulator's pace too (3 AWS seconds), up to
+  // the 20 s the function accepts: past a time scale of 6.7 the wait is shorter in AWS time, which re-enqueues
+  // create-and-attach launches sooner and does not touch adoption, which attaches nothing.
+  const pace = { [ATTACH_WAIT_ENV]: String(Math.min(20_000, Math.round(3000 * Math.max(0, timeScale)))) };
   if (!on || timeScale <= 0) return { ...pace, [EC2_BUDGET_ENV]: 'off' };
   return { ...pace, [EC2_BUDGET_ENV]: 'on', [EC2_BUDGET_RATE_SCALE_ENV]: String(1 / timeScale) };
 }

@@ -25,6 +25,7 @@ export function describeEnisBucketKey(query: EniQuery): string {
   const filtered =
     query.filterEniIds !== undefined ||
     query.attachedTo !== undefined ||
+    query.attachedToAny !== undefined ||
     (query.subnetIds?.length ?? 0) > 0 ||
     Object.keys(query.tags ?? {}).length > 0;
   return query.eniIds?.length || !filtered ? DESCRIBE_ENIS_UNPAGINATED : 'DescribeNetworkInterfaces';
@@ -95,7 +96,8 @@ export class BudgetedEc2 implements Ec2Port {
     return this.take('DescribeSubnets', () => this.inner.describeSubnets(query));
   }
   describeNetworkInterfaces(query: EniQuery): Promise<Ec2Eni[]> {
-    if (query.filterEniIds?.length === 0) return this.inner.describeNetworkInterfaces(query);
+    if (query.filterEniIds?.length === 0 || query.attachedToAny?.length === 0)
+      return this.inner.describeNetworkInterfaces(query);
     return this.take(
       describeEnisBucketKey(query),
       () => this.inner.describeNetworkInterfaces(query),

@@ -83,6 +83,11 @@ export interface EniQuery {
   readonly filterEniIds?: readonly string[];
   /** ENIs attached to this instance. */
   readonly attachedTo?: string;
+  /**
+   * ENIs attached to any of these instances, through one `attachment.instance-id` filter per FILTER_VALUES_MAX
+   * ids: what a batch of launches needs in one call instead of one each. An empty list answers nothing without a call.
+   */
+  readonly attachedToAny?: readonly string[];
   /** ENIs in these subnets, whoever owns them (what fills a subnet: `vpc-lease subnets`). */
   readonly subnetIds?: readonly string[];
   /** Every tag must match (`tag:<key>` filters). */

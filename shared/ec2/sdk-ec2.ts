@@ -227,10 +227,13 @@ export class SdkEc2 implements Ec2Port {
 
   async describeNetworkInterfaces(query: EniQuery): Promise<Ec2Eni[]> {
     const filters = eniFilters(query);
-    if (!query.filterEniIds) return this.eniPages(filters, query.eniIds);
+    // One id list per query: both at once would need their cross product, which no caller wants.
+    if (query.filterEniIds && query.attachedToAny) throw new Error('filterEniIds and attachedToAny are exclusive');
+    const ids = query.filterEniIds ?? query.attachedToAny;
+    if (!ids) return this.eniPages(filters, query.eniIds);
+    const name = query.filterEniIds ? 'network-interface-id' : 'attachment.instance-id';
     const enis: Ec2Eni[] = [];
-    for (const idFilter of idFilterBatches('network-interface-id', query.filterEniIds))
-      enis.push(...(await this.eniPages([...filters, idFilter])));
+    for (const idFilter of idFilterBatches(name, ids)) enis.push(...(await this.eniPages([...filters, idFilter])));
     return enis;
   }
 

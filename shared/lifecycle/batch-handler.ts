@@ -1,7 +1,7 @@
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { type HeldTicket, withEc2CallContext } from '../ec2/ec2-call-context.js';
 import type { Ec2Instance } from '../ec2/port.js';
-import { withPrefetchedInstance } from '../ec2/prefetched-ec2.js';
+import { BatchAttachedEnis, withPrefetchedInstance } from '../ec2/prefetched-ec2.js';
 import { errorMessage } from '../errors.js';
 import { processSqsBatch } from '../queue/batch.js';
 import type { LifecycleDeps } from './deps.js';
@@ -34,7 +34,8 @@ interface Parsed {
 /**
  * The whole Lambda behind one line: each SQS record through the record handler, then metrics flushed.
  * Before the records run, one DescribeInstances serves every launch of the batch (instead of one per
- * record); the records then run oldest event first, and their EC2 calls take budget tokens in that order.
+ * record), and the adoptions among them share one DescribeNetworkInterfaces (BatchAttachedEnis); the records
+ * then run oldest event first, and their EC2 calls take budget tokens in that order.
  */
 export function createLifecycleBatchHandler(deps: LifecycleDeps, options: LifecycleBatchOptions = {}): SqsBatchHandler {
   const budgetWaitMs = options.budgetWaitMs ?? 4_000;
@@ -42,12 +43,13 @@ export function createLifecycleBatchHandler(deps: LifecycleDeps, options: Lifecy
     try {
       const parsed = (event.Records ?? []).map(parse).sort((a, b) => a.arrivalMs - b.arrivalMs);
       const instances = await prefetch(deps, parsed);
+      const attached = instances && BatchAttachedEnis.of(deps.ec2, instances, deps.logger);
       const deadlineMs = deps.clock.nowMs() + budgetWaitMs;
       const byMessage = new Map(parsed.map((p) => [p.record.messageId, p]));
       const depsFor = (p: Parsed | undefined): LifecycleDeps => {
         const id = p?.launchOf;
         if (!instances || id === undefined || !instances.has(id)) return deps;
-        return { ...deps, ec2: withPrefetchedInstance(deps.ec2, id, instances.get(id)) };
+        return { ...deps, ec2: withPrefetchedInstance(deps.ec2, id, instances.get(id), attached) };
       };
       return await processSqsBatch(
         { Records: parsed.map((p) => p.record) },

@@ -17,6 +17,8 @@ import { type DynaliteProcess, startDynaliteProcess } from './dynalite-process.j
 import { type RequestCounter, startRequestCounter } from './request-counter.js';
 
 export const TABLE = 'vpc-lease';
+/** Records per lifecycle invocation, as the construct's SQS event source takes them (infra/construct/allocator.ts). */
+export const LIFECYCLE_BATCH_SIZE = 10;
 export const CLUSTER = 'bench';
 
 export interface ControlPlaneCloudOptions {
@@ -68,6 +70,8 @@ export interface ActionOutcome {
   readonly instanceId: string;
   readonly result: LifecycleResult | 'TIMEOUT';
   readonly atMs: number;
+  /** Real ms from the hook's start (Pending:Wait, when its event is emitted) to this completion. */
+  readonly heldMs?: number;
 }
 
 /**
@@ -164,7 +168,7 @@ export class ControlPlaneCloud {
       }
     };
     this.mapping = cloud.createEventSourceMapping(queue, handler, {
-      batchSize: 10,
+      batchSize: LIFECYCLE_BATCH_SIZE,
       maximumConcurrency: options.maxConcurrency ?? 20,
       reportBatchItemFailures: true,
       functionTimeoutS: options.functionTimeoutS ?? 40,
@@ -227,9 +231,20 @@ export class ControlPlaneCloud {
   private recordingAutoScaling(inner: AutoScalingPort): AutoScalingPort {
     return {
       completeLifecycleAction: async (ref: LifecycleActionRef, result: LifecycleResult) => {
+        // Read before completing: the simulator forgets an action once it has its result.
+        const startedMs = this.cloud.autoScaling.simulator
+          .getGroup(ref.autoScalingGroupName)
+          ?.instances.get(ref.instanceId)
+          ?.actions.get(ref.hookName)?.startedMs;
         const outcome = await inner.completeLifecycleAction(ref, result);
+        const atMs = Date.now();
         if (outcome === 'done' && ref.hookName === 'vpc-lease-launch')
-          this.outcomes.push({ instanceId: ref.instanceId, result, atMs: Date.now() });
+          this.outcomes.push({
+            instanceId: ref.instanceId,
+            result,
+            atMs,
+            ...(startedMs !== undefined ? { heldMs: atMs - startedMs } : {}),
+          });
         return outcome;
       },
       recordLifecycleActionHeartbeat: (ref) => inner.recordLifecycleActionHeartbeat(ref),

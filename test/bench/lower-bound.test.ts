@@ -32,6 +32,7 @@ describe('Function: tokenBucketLowerBound', () => {
 
 describe('Function: adoptionLowerBound', () => {
   const base = {
+    nodesPerDescribe: 1,
     describeChain: ['DescribeInstances', 'DescribeNetworkInterfaces'],
     describeBucket: { bucket: 100, refillPerSecond: 20 },
     minDescribeLatencyMs: 140,
@@ -46,6 +47,17 @@ describe('Function: adoptionLowerBound', () => {
     expect(b.boundSetBy).toBe('DescribeInstances');
     expect(b.lowerBoundMs).toBe(45_000 + 2 * 140);
     expect(b.endsMs['dynamodb-writes']).toBe(5000);
+  });
+
+  it('counts one Describe of each action per batch: 1,000 nodes in batches of 10 fit the bucket', () => {
+    const b = adoptionLowerBound({ ...base, nodes: 1000, nodesPerDescribe: 10, writeUnits: 20_000 });
+    expect(b.endsMs['DescribeInstances']).toBe(2 * 140);
+    expect(b.boundSetBy).toBe('dynamodb-writes');
+    expect(b.lowerBoundMs).toBe(5000);
+    // 5,000 nodes: 500 calls, 400 past the bucket at 20/s.
+    expect(adoptionLowerBound({ ...base, nodes: 5000, nodesPerDescribe: 10 }).endsMs['DescribeInstances']).toBe(
+      20_000 + 2 * 140,
+    );
   });
 
   it('is set by the table when the writes outweigh the Describe buckets', () => {

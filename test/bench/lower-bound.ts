@@ -48,15 +48,18 @@ export function tokenBucketLowerBound(input: LowerBoundInput): LowerBound {
 }
 
 /**
- * Launch-template adoption: no mutating call, so the bound is set by the Describe calls each node needs (one
- * after the other: DescribeInstances, then DescribeNetworkInterfaces; every Describe action has its own bucket)
- * and by the lease table's write and read rates. The last node's first Describe cannot start before its
- * bucket drains, and its later Describes follow at their minimum latency; the table cannot absorb the writes
- * faster than its rate (on-demand: the 4,000 write and 12,000 read units per second a new table starts with).
+ * Launch-template adoption: no mutating call, so the bound is set by the Describe calls each SQS batch of
+ * launches needs (one after the other: DescribeInstances, then DescribeNetworkInterfaces, each serving the
+ * whole batch; every Describe action has its own bucket) and by the lease table's write and read rates. The
+ * last batch's first Describe cannot start before its bucket drains, and its later Describes follow at their
+ * minimum latency; the table cannot absorb the writes faster than its rate (on-demand: the 4,000 write and
+ * 12,000 read units per second a new table starts with).
  */
 export interface AdoptionBoundInput {
   readonly nodes: number;
-  /** Describe actions each node calls once, in the order it calls them. */
+  /** Launches one call of each Describe serves (the SQS batch size): at best every batch is full. */
+  readonly nodesPerDescribe: number;
+  /** Describe actions each batch calls once, in the order it calls them. */
   readonly describeChain: readonly string[];
   readonly describeBucket: BucketFigure;
   readonly minDescribeLatencyMs: number;
@@ -78,7 +81,8 @@ export function adoptionLowerBound(input: AdoptionBoundInput): AdoptionBound {
   const ends: Record<string, number> = {};
   input.describeChain.forEach((action, i) => {
     const rest = input.describeChain.length - i;
-    ends[action] = Math.round(drainMs(input.nodes, input.describeBucket) + rest * input.minDescribeLatencyMs);
+    const calls = Math.ceil(input.nodes / input.nodesPerDescribe);
+    ends[action] = Math.round(drainMs(calls, input.describeBucket) + rest * input.minDescribeLatencyMs);
   });
   ends['dynamodb-writes'] = Math.round((input.writeUnits / input.writeUnitsPerSecond) * 1000);
   ends['dynamodb-reads'] = Math.round((input.readUnits / input.readUnitsPerSecond) * 1000);

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { LaunchInterfaceSpec } from '../../local-cloud/ports.js';
 import { SdkDynamoApi } from '../../shared/dynamo/sdk-client.js';
 import { MUTATING_ACTIONS } from '../../shared/ec2/port.js';
+import { BatchAttachedEnis, withPrefetchedInstance } from '../../shared/ec2/prefetched-ec2.js';
 import { launchTemplateEniTags } from '../../shared/ec2/tags.js';
 import { formatViolations } from '../../shared/invariants/checker.js';
 import { DynamoLeaseStore } from '../../shared/lease-store/dynamo-lease-store.js';
@@ -41,6 +42,14 @@ function launchFromTemplate(
     networkInterfaceTags: tags,
   }).instanceId;
 }
+
+/** What a container's first adoption describes (a batch of them too): limits and subnet CIDRs are then cached. */
+const ONE_DESCRIBE_EACH = {
+  DescribeInstances: 1,
+  DescribeInstanceTypes: 1,
+  DescribeNetworkInterfaces: 1,
+  DescribeSubnets: 1,
+};
 
 /** EC2 calls that reached the simulator, by action (its own request log, not the adapter's metrics). */
 function simCalls(h: Harness): { mutating: Record<string, number>; describe: Record<string, number> } {
@@ -87,14 +96,7 @@ describe('Function: adoptTemplateEnis (launch-template adoption, EC2 simulator +
       true,
     );
     expect(h.autoScaling.resultFor(id)).toEqual(['CONTINUE']);
-    const calls = simCalls(h);
-    expect(calls.mutating).toEqual({});
-    expect(calls.describe).toEqual({
-      DescribeInstances: 1,
-      DescribeInstanceTypes: 1,
-      DescribeNetworkInterfaces: 1,
-      DescribeSubnets: 1,
-    });
+    expect(simCalls(h)).toEqual({ mutating: {}, describe: ONE_DESCRIBE_EACH });
     expect(formatViolations(await h.check())).toBe('');
 
     // A second node in the same container: limits and the subnet's CIDR are cached, two Describes remain.
@@ -262,5 +264,114 @@ describe('Function: adoptTemplateEnis (launch-template adoption, EC2 simulator +
     const leases = await h.store.listLeases(h.instanceArnOf(id));
     expect(leases.some((l) => l.eniId === foreign.eniId)).toBe(false);
     expect(simCalls(h).mutating['CreateNetworkInterface']).toBe(1);
+  });
+
+  describe('a batch of adoptions (batch handler: one DescribeNetworkInterfaces for the batch)', () => {
+    const batchOf = (ids: readonly string[], bodyOf = (id: string) => launchEventBody(id)) => ({
+      Records: ids.map((id, n) => sqsRecord(`m${n}`, bodyOf(id))),
+    });
+    /** Each node's recorded ENIs are exactly the template ENIs EC2 attached to that instance (invariant 8). */
+    const expectOwnEnis = async (ids: readonly string[]) => {
+      for (const id of ids) {
+        const node = await h.store.getNode(h.instanceArnOf(id));
+        expect(node?.phase).toBe('READY');
+        const attached = h.sim.api.instanceInterfaces(id).filter((i) => i.deviceIndex > 0);
+        expect(node?.enis.map((e) => e.eniId)).toEqual(attached.map((i) => i.eniId));
+        expect(await h.store.listLeases(h.instanceArnOf(id))).toHaveLength(16);
+        // A duplicate's repeated completion is CONTINUE again (Auto Scaling answers it as gone), never ABANDON.
+        expect(new Set(h.autoScaling.resultFor(id))).toEqual(new Set(['CONTINUE']));
+      }
+    };
+
+    it('adopts ten launches with one DescribeInstances and one DescribeNetworkInterfaces, each node its own ENIs', async () => {
+      await start();
+      const ids = Array.from({ length: 10 }, () => launchFromTemplate(h, 'm5.large', templateEnis(h, 'm5.large')));
+      h.sim.admin.resetCounts();
+
+      const out = await createLifecycleBatchHandler(h.deps())(batchOf(ids));
+
+      expect(out.batchItemFailures).toEqual([]);
+      expect(h.requeue.queued).toEqual([]);
+      await expectOwnEnis(ids);
+      // The same Describes as one launch alone.
+      expect(simCalls(h)).toEqual({ mutating: {}, describe: ONE_DESCRIBE_EACH });
+      expect(formatViolations(await h.check())).toBe('');
+    });
+
+    it('adopts once when the same launch comes twice in one batch and again late (invariant 5)', async () => {
+      await start();
+      const [a, b] = [0, 1].map(() => launchFromTemplate(h, 'm5.large', templateEnis(h, 'm5.large')));
+      const handle = createLifecycleBatchHandler(h.deps());
+
+      await handle(batchOf([a!, b!, a!]));
+      for (const requeued of [...h.requeue.queued]) await h.drive(requeued.body);
+      // A late redelivery of the whole batch finds both READY and changes nothing.
+      await handle(batchOf([a!, b!]));
+
+      await expectOwnEnis([a!, b!]);
+      // Created PROVISIONING, READY, then the hook's completion time: the duplicates wrote nothing over them.
+      for (const id of [a!, b!]) expect((await h.store.getNode(h.instanceArnOf(id)))?.version).toBe(3);
+      expect(simCalls(h).mutating).toEqual({});
+      expect(formatViolations(await h.check())).toBe('');
+    });
+
+    it("falls back to a DescribeNetworkInterfaces per launch when the batch's call fails", async () => {
+      await start();
+      const ids = [0, 1, 2].map(() => launchFromTemplate(h, 'm5.large', templateEnis(h, 'm5.large')));
+      h.sim.admin.resetCounts();
+      // Not retryable: the adapter gives up on the first answer, so exactly the batch's call fails.
+      h.sim.admin.failNext({ action: 'DescribeNetworkInterfaces', code: 'UnauthorizedOperation', count: 1 });
+
+      await createLifecycleBatchHandler(h.deps())(batchOf(ids));
+
+      await expectOwnEnis(ids);
+      expect(h.sim.admin.counts()['DescribeNetworkInterfaces']).toMatchObject({ calls: 1 + 3, faulted: 1 });
+    });
+
+    it("leaves create-and-attach launches out of the batch's call: they have no ENI to adopt", async () => {
+      await start();
+      const plain = h.launchInstance('m5.large');
+      const adopted = launchFromTemplate(h, 'm5.large', templateEnis(h, 'm5.large'));
+      h.sim.admin.resetCounts();
+      const seen: (readonly string[] | undefined)[] = [];
+      const base = h.deps();
+      const watching = {
+        ...base,
+        ec2: Object.assign(Object.create(base.ec2), {
+          describeNetworkInterfaces: (q: Parameters<typeof base.ec2.describeNetworkInterfaces>[0]) => {
+            if (q.attachedToAny) seen.push(q.attachedToAny);
+            return base.ec2.describeNetworkInterfaces(q);
+          },
+        }),
+      };
+
+      await createLifecycleBatchHandler(watching)(batchOf([plain, adopted]));
+
+      expect(seen).toEqual([[adopted]]);
+      expect(h.autoScaling.resultFor(adopted)).toEqual(['CONTINUE']);
+      expect((await h.store.getNode(h.instanceArnOf(plain)))?.phase).toBe('READY');
+      expect(simCalls(h).mutating['CreateNetworkInterface']).toBe(2);
+    });
+
+    it("answers a record from the batch's call only until that record changes something in EC2", async () => {
+      await start();
+      const [a, b] = [0, 1].map(() => launchFromTemplate(h, 'm5.large', templateEnis(h, 'm5.large')));
+      const ec2 = h.deps().ec2;
+      const instances = await ec2.describeInstances([a!, b!]);
+      const attached = BatchAttachedEnis.of(ec2, instances, h.deps().logger);
+      const viewA = withPrefetchedInstance(ec2, a!, instances.get(a!), attached);
+      const viewB = withPrefetchedInstance(ec2, b!, instances.get(b!), attached);
+      // A's describe fetches the batch's answer, B's attachment included.
+      expect((await viewA.describeNetworkInterfaces({ attachedTo: a! })).length).toBeGreaterThan(0);
+      const eniB = instances.get(b!)!.interfaces.find((i) => (i.attachment?.deviceIndex ?? 0) >= 1)!;
+      h.sim.admin.resetCounts();
+
+      // B detaches one of its ENIs, then looks: the batch's answer, taken before, would still show it attached.
+      await viewB.detachNetworkInterface(eniB.attachment!.attachmentId);
+      const seen = await viewB.describeNetworkInterfaces({ attachedTo: b! });
+
+      expect(h.sim.admin.counts()['DescribeNetworkInterfaces']?.calls).toBe(1);
+      expect(seen.find((e) => e.eniId === eniB.eniId)?.attachment?.status).not.toBe('attached');
+    });
   });
 });

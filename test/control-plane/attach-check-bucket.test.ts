@@ -61,6 +61,7 @@ describe('The attachment check draws on the standard DescribeNetworkInterfaces b
       { filterEniIds: [a.eniId] },
       { eniIds: [a.eniId] },
       { attachedTo: 'i-0000000000000dead' },
+      { attachedToAny: ['i-0000000000000dead', 'i-0000000000000beef'] },
       { tags: { owner: 'bucket-test' } },
       { subnetIds: [h.subnetId] },
       {},
@@ -78,6 +79,7 @@ describe('The attachment check draws on the standard DescribeNetworkInterfaces b
     expect(keys).toEqual([
       'DescribeNetworkInterfaces',
       DESCRIBE_ENIS_UNPAGINATED,
+      'DescribeNetworkInterfaces',
       'DescribeNetworkInterfaces',
       'DescribeNetworkInterfaces',
       'DescribeNetworkInterfaces',

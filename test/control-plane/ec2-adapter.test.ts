@@ -220,4 +220,36 @@ describe('Class: SdkEc2 (through the real SDK client against the EC2 simulator)'
     expect(subnets.map((s) => s.subnetId)).toEqual([h.subnetId]);
     expect(h.metrics.total('Ec2Retries', { Action: 'DescribeSubnets' })).toBe(1);
   });
+
+  it('describes the ENIs attached to many instances with one filter, exactly as one call per instance would', async () => {
+    const launch = () =>
+      h.sim.api.launchInstance({
+        instanceType: 'm5.large',
+        subnetId: h.subnetId,
+        networkInterfaces: [{ deviceIndex: 1, secondaryPrivateIpAddressCount: 2, deleteOnTermination: true }],
+      }).instanceId;
+    const [a, b, other] = [launch(), launch(), launch()];
+    const ids = (enis: readonly { eniId: string }[]) => enis.map((e) => e.eniId).sort();
+    const each = [
+      ...(await h.ec2.describeNetworkInterfaces({ attachedTo: a })),
+      ...(await h.ec2.describeNetworkInterfaces({ attachedTo: b })),
+    ];
+    h.metrics.resetTotals();
+
+    const calls = () => h.metrics.total('Ec2Calls', { Action: 'DescribeNetworkInterfaces' });
+    const together = await h.ec2.describeNetworkInterfaces({ attachedToAny: [a, b] });
+    expect(calls()).toBe(1);
+    // 250 ids (248 of no instance): two filters of at most 200 values, the same ENIs.
+    const unknown = Array.from({ length: 248 }, (_, i) => `i-${(i + 1).toString(16).padStart(17, '0')}`);
+    const split = await h.ec2.describeNetworkInterfaces({ attachedToAny: [a, ...unknown, b] });
+    expect(calls()).toBe(1 + 2);
+    const none = await h.ec2.describeNetworkInterfaces({ attachedToAny: [] });
+    expect(calls()).toBe(1 + 2);
+
+    expect(each).toHaveLength(4);
+    expect(ids(together)).toEqual(ids(each));
+    expect(ids(split)).toEqual(ids(each));
+    expect(together.some((e) => e.attachment?.instanceId === other)).toBe(false);
+    expect(none).toEqual([]);
+  });
 });
