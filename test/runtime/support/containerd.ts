@@ -23,6 +23,25 @@ const NS_SETUP: readonly string[] = [
 ];
 const NS_EXEC = 'exec "$2" --config "$1/config.toml"';
 
+/**
+ * A node's /run in the runtime's mount namespace: a fresh tmpfs (the host's /run and its netns stay untouched),
+ * shared as systemd mounts it, so a pod netns that containerd mounts under /run/netns reaches a container that
+ * took /run/netns with HostToContainer. The host's xtables lock is kept: the host network is shared with every
+ * other iptables writer on this machine.
+ */
+export const NODE_RUN = [
+  '[ -e /run/xtables.lock ] || : > /run/xtables.lock',
+  ': > "$1/xtables.lock"',
+  'mount --bind /run/xtables.lock "$1/xtables.lock"',
+  // The host's own netns mounts (other suites') leave this namespace: containerd judges a path's propagation by
+  // the mount it lies under, and a shadowed one under /run/netns would still count.
+  'if mountpoint -q /run/netns; then umount -R -l /run/netns; fi',
+  'mount -t tmpfs -o mode=0755 vpc-lease-node-run /run',
+  'mount --make-rshared /run',
+  ': > /run/xtables.lock',
+  'mount --bind "$1/xtables.lock" /run/xtables.lock',
+];
+
 export const CTR_NAMESPACE = 'vpc-lease-test';
 
 export interface CtrRun {
@@ -124,6 +143,11 @@ export class PrivateContainerd {
       await new Promise((r) => setTimeout(r, 100));
     }
     throw new Error('containerd did not answer within 20 s');
+  }
+
+  /** The daemon's pid: its mount namespace is the node's (kubelet joins it there). */
+  get pid(): number | undefined {
+    return this.nsPid;
   }
 
   /** SIGTERM and wait: the shims and their containers live on, as when a node restarts containerd. */
