@@ -121,11 +121,6 @@ export class ClusterNode {
       join(dir, 'kubelet-sysctl'),
     ]);
     this.kubeletArgs = [
-      'nsenter',
-      '-t',
-      String(this.runtime.containerd.pid),
-      '-m',
-      '--',
       this.options.kubelet,
       `--config=${KUBELET_CONFIG}`,
       `--kubeconfig=${this.options.kubeletKubeconfig}`,
@@ -133,15 +128,31 @@ export class ClusterNode {
       `--node-ip=${nodeIp}`,
       '--v=2',
     ];
-    this.kubelet = new Daemon('kubelet', this.kubeletArgs, join(dir, 'kubelet.log'));
+    this.spawnKubelet();
+  }
+
+  /** kubelet in the node's mount namespace: containerd's (nsenter -m execs kubelet itself, so its pid is kubelet's). */
+  private spawnKubelet(): void {
+    const argv = ['nsenter', '-t', String(this.runtime.containerd.pid), '-m', '--', ...this.kubeletArgs];
+    this.kubelet = new Daemon('kubelet', argv, join(this.options.dir, 'kubelet.log'));
     this.kubelet.start();
   }
 
   /** Stops kubelet (pods keep running under containerd) and starts it again with the same state. */
   async restartKubelet(): Promise<void> {
     await this.kubelet.stop();
-    this.kubelet = new Daemon('kubelet', this.kubeletArgs, join(this.options.dir, 'kubelet.log'));
-    this.kubelet.start();
+    this.spawnKubelet();
+  }
+
+  /**
+   * Stops containerd (pods live on in their shims) and starts it again on the same state, in the node's mount
+   * namespace, which kubelet holds meanwhile.
+   */
+  async restartContainerd(): Promise<void> {
+    const holder = this.kubelet.pid;
+    if (holder === undefined || !this.kubelet.running) throw new Error('kubelet holds the node namespace: not running');
+    await this.runtime.containerd.stop();
+    await this.runtime.containerd.start(holder);
   }
 
   private startKubeProxy(): void {

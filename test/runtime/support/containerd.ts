@@ -106,26 +106,45 @@ export class PrivateContainerd {
     return `${this.toolDir}:${process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`;
   }
 
-  /** Starts the daemon (again, after stop: same root and state, as a restart on a node) and waits for it. */
-  async start(): Promise<void> {
+  /**
+   * Starts the daemon (again, after stop: same root and state, as a restart on a node) and waits for it. With
+   * `joinMountNamespaceOf`, it starts in that process's mount namespace (the node's, kept alive by kubelet)
+   * instead of setting up a fresh one: the node's mounts (pods' netns, kubelet's volumes) survive the restart.
+   */
+  async start(joinMountNamespaceOf?: number): Promise<void> {
     const log = join(this.dir, 'containerd.log');
-    // unshare execs without forking, so this child's pid is containerd's (and names its mount namespace).
-    const child = spawn(
-      'unshare',
-      [
-        '--mount',
-        '--propagation',
-        'private',
-        '--',
-        'sh',
-        '-c',
-        [...NS_SETUP, ...(this.options.nsSetup ?? []), NS_EXEC].join('\n'),
-        'sh',
-        this.dir,
-        join(this.toolDir, 'containerd'),
-      ],
-      { env: { ...process.env, ...this.options.env, PATH: this.path() }, stdio: ['ignore', 'ignore', 'pipe'] },
-    );
+    const config = join(this.dir, 'config.toml');
+    // unshare and nsenter (-m only) exec without forking, so this child's pid is containerd's (and names its mount
+    // namespace).
+    const argv =
+      joinMountNamespaceOf === undefined
+        ? [
+            'unshare',
+            '--mount',
+            '--propagation',
+            'private',
+            '--',
+            'sh',
+            '-c',
+            [...NS_SETUP, ...(this.options.nsSetup ?? []), NS_EXEC].join('\n'),
+            'sh',
+            this.dir,
+            join(this.toolDir, 'containerd'),
+          ]
+        : [
+            'nsenter',
+            '-t',
+            String(joinMountNamespaceOf),
+            '-m',
+            '--',
+            join(this.toolDir, 'containerd'),
+            '--config',
+            config,
+          ];
+    const child = spawn(argv[0]!, argv.slice(1), {
+      env: { ...process.env, ...this.options.env, PATH: this.path() },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     const chunks: Buffer[] = [];
     child.stderr?.on('data', (c: Buffer) => chunks.push(c));
     this.exited = new Promise((resolve) =>
