@@ -101,6 +101,8 @@ export interface OciImageSpec {
   /** The single layer's files. */
   readonly files: readonly TarEntry[];
   readonly entrypoint: readonly string[];
+  /** The config's User (`uid:gid`), e.g. the pause image's 65535:65535; default root. */
+  readonly user?: string;
   /** Full reference, e.g. "vpc-lease/vpc-lease-cni:0.1.0": containerd names the import after it. */
   readonly name: string;
   readonly labels?: Readonly<Record<string, string>>;
@@ -145,7 +147,12 @@ function buildManifest(spec: Omit<OciImageSpec, 'name'>): BuiltManifest {
         architecture: platform.architecture,
         os: platform.os,
         ...(platform.variant ? { variant: platform.variant } : {}),
-        config: { Entrypoint: spec.entrypoint, WorkingDir: '/', Labels: spec.labels ?? {} },
+        config: {
+          Entrypoint: spec.entrypoint,
+          WorkingDir: '/',
+          Labels: spec.labels ?? {},
+          ...(spec.user ? { User: spec.user } : {}),
+        },
         rootfs: { type: 'layers', diff_ids: [sha256(layerTar)] },
       }),
     ),

@@ -11,6 +11,7 @@ import { parseManifest } from '../infra/support/manifest.js';
 import { NodeFixture } from '../node/support/node-fixture.js';
 import { ensureTool } from '../tools/build.js';
 import { type AgentCounts, agentCounts, interruptedWave, sample, type WaveNode } from './support/agent-wave.js';
+import { NODE_RUN } from './support/containerd.js';
 import { criMissing } from './support/cri-capabilities.js';
 import { CriRuntime } from './support/cri-runtime.js';
 import { CriPod, type PodOptions, type PodSpec } from './support/pod-cri.js';
@@ -19,24 +20,6 @@ const skip = criMissing();
 const SERVICE_CIDRS = '10.96.0.0/12';
 /** Fully qualified, so CRI's reference normalization finds the imported name as is. */
 const AGENT_IMAGE = 'localhost/vpc-lease-test/vpc-lease-cni:agent-cri';
-/**
- * A node's /run in the runtime's mount namespace: a fresh tmpfs (the host's /run and its netns stay untouched),
- * shared as systemd mounts it, so a pod netns that containerd mounts under /run/netns reaches a container that
- * took /run/netns with HostToContainer. The host's xtables lock is kept: the host network is shared with every
- * other iptables writer on this machine.
- */
-const NODE_RUN = [
-  '[ -e /run/xtables.lock ] || : > /run/xtables.lock',
-  ': > "$1/xtables.lock"',
-  'mount --bind /run/xtables.lock "$1/xtables.lock"',
-  // The host's own netns mounts (other suites') leave this namespace: containerd judges a path's propagation by
-  // the mount it lies under, and a shadowed one under /run/netns would still count.
-  'if mountpoint -q /run/netns; then umount -R -l /run/netns; fi',
-  'mount -t tmpfs -o mode=0755 vpc-lease-node-run /run',
-  'mount --make-rshared /run',
-  ': > /run/xtables.lock',
-  'mount --bind "$1/xtables.lock" /run/xtables.lock',
-];
 /** The agent's pid in its container: the DaemonSet shares no pid namespace with it (no hostPID). */
 const AGENT_PID = 1;
 /** Where the suite's setup spends its time (printed, for the suite's run-time budget). */

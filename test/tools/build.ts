@@ -16,8 +16,13 @@ export interface ToolPin {
   readonly module: string;
   /** The module version; versions.json is the one place it is written (go.mod must agree). */
   readonly version: string;
-  /** Main packages under the module, each built into a binary named by its last path element. */
+  /**
+   * Main packages under the module ("." for the module root), each built into a binary named by its last path
+   * element, or by `binaries` where that would be wrong (go names go.etcd.io/etcd/server/v3 "server").
+   */
   readonly packages: readonly string[];
+  /** Package → binary name, for packages whose last path element is not the binary's name. */
+  readonly binaries?: Readonly<Record<string, string>>;
   /** Build with cgo, as the tool's own release does (kubelet is linked dynamically upstream). Default off. */
   readonly cgo?: boolean;
   /** `go build -ldflags`; `{version}` becomes the pin's version (kubelet reports it). */
@@ -76,7 +81,8 @@ export function toolDir(name: string): string {
   const hash = createHash('sha256');
   for (const f of ['go.mod', 'go.sum']) hash.update(readFileSync(join(TOOLS_DIR, name, f)));
   // Only tools that set them hash their build options, so adding the fields left other tools' caches valid.
-  if (pin.cgo !== undefined || pin.ldflags !== undefined) hash.update(JSON.stringify([pin.cgo, pin.ldflags]));
+  if (pin.cgo !== undefined || pin.ldflags !== undefined || pin.binaries !== undefined)
+    hash.update(JSON.stringify([pin.cgo, pin.ldflags, ...(pin.binaries ? [pin.binaries] : [])]));
   return join(toolCacheRoot(), `${name}-${pin.version}-${hash.digest('hex').slice(0, 12)}`);
 }
 
@@ -119,19 +125,26 @@ export async function ensureTool(name: string): Promise<string> {
   mkdirSync(tmp, { recursive: true });
   const logFile = `${tmp}.log`;
   try {
-    await run(
-      'go',
-      [
-        'build',
-        ...(pin.ldflags ? ['-ldflags', pin.ldflags.replaceAll('{version}', pin.version)] : []),
-        '-o',
-        `${tmp}/`,
-        ...pin.packages.map((p) => `${pin.module}/${p}`),
-      ],
-      join(TOOLS_DIR, name),
-      logFile,
-      pin,
-    );
+    const ldflags = pin.ldflags ? ['-ldflags', pin.ldflags.replaceAll('{version}', pin.version)] : [];
+    const importPath = (p: string): string => (p === '.' ? pin.module : `${pin.module}/${p}`);
+    const named = pin.packages.filter((p) => pin.binaries?.[p]);
+    const plain = pin.packages.filter((p) => !pin.binaries?.[p]);
+    if (plain.length > 0)
+      await run(
+        'go',
+        ['build', ...ldflags, '-o', `${tmp}/`, ...plain.map(importPath)],
+        join(TOOLS_DIR, name),
+        logFile,
+        pin,
+      );
+    for (const p of named)
+      await run(
+        'go',
+        ['build', ...ldflags, '-o', join(tmp, pin.binaries![p]!), importPath(p)],
+        join(TOOLS_DIR, name),
+        logFile,
+        pin,
+      );
     try {
       renameSync(tmp, dir);
     } catch (err) {
@@ -160,12 +173,14 @@ function replaceStaging(cwd: string, version: string): void {
 }
 
 /** Rewrites each tool's go.mod/go.sum to require exactly its pin (the proxy answers; run after a pin change). */
-function updateModules(): void {
-  for (const [name, pin] of Object.entries(readPins())) {
+function updateModules(names: readonly string[]): void {
+  for (const name of names) {
+    const pin = pinOf(name);
     const cwd = join(TOOLS_DIR, name);
     const env = { ...goEnv(pin), GOFLAGS: '-mod=mod -buildvcs=false' };
     if (pin.stagingVersion) replaceStaging(cwd, pin.stagingVersion);
-    execFileSync('go', ['get', '-tool', ...pin.packages.map((p) => `${pin.module}/${p}@${pin.version}`)], {
+    const paths = pin.packages.map((p) => (p === '.' ? pin.module : `${pin.module}/${p}`));
+    execFileSync('go', ['get', '-tool', ...paths.map((p) => `${p}@${pin.version}`)], {
       cwd,
       env,
       stdio: 'inherit',
@@ -174,9 +189,12 @@ function updateModules(): void {
   }
 }
 
+/** `npm run tools [-- [--update] [tool …]]`: every tool, or only the ones named. */
 async function main(): Promise<void> {
-  if (process.argv.includes('--update')) updateModules();
-  for (const name of Object.keys(readPins())) {
+  const named = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+  const names = named.length > 0 ? named : Object.keys(readPins());
+  if (process.argv.includes('--update')) updateModules(names);
+  for (const name of names) {
     const started = Date.now();
     const cached = existsSync(toolDir(name));
     const dir = await ensureTool(name);

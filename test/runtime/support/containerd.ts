@@ -23,6 +23,25 @@ const NS_SETUP: readonly string[] = [
 ];
 const NS_EXEC = 'exec "$2" --config "$1/config.toml"';
 
+/**
+ * A node's /run in the runtime's mount namespace: a fresh tmpfs (the host's /run and its netns stay untouched),
+ * shared as systemd mounts it, so a pod netns that containerd mounts under /run/netns reaches a container that
+ * took /run/netns with HostToContainer. The host's xtables lock is kept: the host network is shared with every
+ * other iptables writer on this machine.
+ */
+export const NODE_RUN = [
+  '[ -e /run/xtables.lock ] || : > /run/xtables.lock',
+  ': > "$1/xtables.lock"',
+  'mount --bind /run/xtables.lock "$1/xtables.lock"',
+  // The host's own netns mounts (other suites') leave this namespace: containerd judges a path's propagation by
+  // the mount it lies under, and a shadowed one under /run/netns would still count.
+  'if mountpoint -q /run/netns; then umount -R -l /run/netns; fi',
+  'mount -t tmpfs -o mode=0755 vpc-lease-node-run /run',
+  'mount --make-rshared /run',
+  ': > /run/xtables.lock',
+  'mount --bind "$1/xtables.lock" /run/xtables.lock',
+];
+
 export const CTR_NAMESPACE = 'vpc-lease-test';
 
 export interface CtrRun {
@@ -87,26 +106,45 @@ export class PrivateContainerd {
     return `${this.toolDir}:${process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`;
   }
 
-  /** Starts the daemon (again, after stop: same root and state, as a restart on a node) and waits for it. */
-  async start(): Promise<void> {
+  /**
+   * Starts the daemon (again, after stop: same root and state, as a restart on a node) and waits for it. With
+   * `joinMountNamespaceOf`, it starts in that process's mount namespace (the node's, kept alive by kubelet)
+   * instead of setting up a fresh one: the node's mounts (pods' netns, kubelet's volumes) survive the restart.
+   */
+  async start(joinMountNamespaceOf?: number): Promise<void> {
     const log = join(this.dir, 'containerd.log');
-    // unshare execs without forking, so this child's pid is containerd's (and names its mount namespace).
-    const child = spawn(
-      'unshare',
-      [
-        '--mount',
-        '--propagation',
-        'private',
-        '--',
-        'sh',
-        '-c',
-        [...NS_SETUP, ...(this.options.nsSetup ?? []), NS_EXEC].join('\n'),
-        'sh',
-        this.dir,
-        join(this.toolDir, 'containerd'),
-      ],
-      { env: { ...process.env, ...this.options.env, PATH: this.path() }, stdio: ['ignore', 'ignore', 'pipe'] },
-    );
+    const config = join(this.dir, 'config.toml');
+    // unshare and nsenter (-m only) exec without forking, so this child's pid is containerd's (and names its mount
+    // namespace).
+    const argv =
+      joinMountNamespaceOf === undefined
+        ? [
+            'unshare',
+            '--mount',
+            '--propagation',
+            'private',
+            '--',
+            'sh',
+            '-c',
+            [...NS_SETUP, ...(this.options.nsSetup ?? []), NS_EXEC].join('\n'),
+            'sh',
+            this.dir,
+            join(this.toolDir, 'containerd'),
+          ]
+        : [
+            'nsenter',
+            '-t',
+            String(joinMountNamespaceOf),
+            '-m',
+            '--',
+            join(this.toolDir, 'containerd'),
+            '--config',
+            config,
+          ];
+    const child = spawn(argv[0]!, argv.slice(1), {
+      env: { ...process.env, ...this.options.env, PATH: this.path() },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     const chunks: Buffer[] = [];
     child.stderr?.on('data', (c: Buffer) => chunks.push(c));
     this.exited = new Promise((resolve) =>
@@ -124,6 +162,11 @@ export class PrivateContainerd {
       await new Promise((r) => setTimeout(r, 100));
     }
     throw new Error('containerd did not answer within 20 s');
+  }
+
+  /** The daemon's pid: its mount namespace is the node's (kubelet joins it there). */
+  get pid(): number | undefined {
+    return this.nsPid;
   }
 
   /** SIGTERM and wait: the shims and their containers live on, as when a node restarts containerd. */

@@ -52,7 +52,7 @@ function config16(dir: string): string[] {
 }
 
 /** CRI config for containerd 2.x: config version 3, split into the images, runtime and server plugins. */
-function config2x(dir: string, toolDir: string, netnsUnderStateDir: boolean): string[] {
+function config2x(dir: string, toolDir: string, node: NodeLayout): string[] {
   const images = '[plugins."io.containerd.cri.v1.images"';
   const runtime = '[plugins."io.containerd.cri.v1.runtime"';
   return [
@@ -61,9 +61,10 @@ function config2x(dir: string, toolDir: string, netnsUnderStateDir: boolean): st
     `${images}]`,
     '  snapshotter = "overlayfs"',
     `${images}.pinned_images]`,
-    `  sandbox = ${quote(PAUSE_IMAGE)}`,
+    `  sandbox = ${quote(node.sandboxImage ?? PAUSE_IMAGE)}`,
+    ...(node.registryConfigDir ? [`${images}.registry]`, `  config_path = ${quote(node.registryConfigDir)}`] : []),
     `${runtime}]`,
-    `  netns_mounts_under_state_dir = ${netnsUnderStateDir}`,
+    `  netns_mounts_under_state_dir = ${node.netnsUnderStateDir ?? true}`,
     // kubelet asks -998 for sandboxes; this sandbox may not lower oom_score_adj (runc then fails every create).
     '  restrict_oom_score_adj = true',
     `${runtime}.containerd]`,
@@ -110,6 +111,10 @@ export interface RuntimeCondition {
 export interface NodeLayout {
   readonly netnsUnderStateDir?: boolean;
   readonly nsSetup?: readonly string[];
+  /** A sandbox image pulled from a registry (2.x only); without it the busybox stand-in is built and imported. */
+  readonly sandboxImage?: string;
+  /** containerd's registry config_path: `<host>/hosts.toml` files, e.g. mirrors on a loopback registry (2.x). */
+  readonly registryConfigDir?: string;
 }
 
 export class CriRuntime {
@@ -144,13 +149,17 @@ export class CriRuntime {
     const containerd = new PrivateContainerd({
       binDir: toolDir,
       configVersion: generation === '2.x' ? 3 : 2,
-      config: (dir) => (generation === '2.x' ? config2x(dir, toolDir, node.netnsUnderStateDir ?? true) : config16(dir)),
+      config: (dir) => (generation === '2.x' ? config2x(dir, toolDir, node) : config16(dir)),
       env,
       namespace: CRI_NAMESPACE,
       ...(node.nsSetup ? { nsSetup: node.nsSetup } : {}),
     });
     const runtime = new CriRuntime(generation, containerd, crictl);
     for (const plugin of CNI_PLUGINS) copyFileSync(join(cniPluginDir, plugin), join(containerd.binDir, plugin));
+    if (node.sandboxImage) {
+      await containerd.start();
+      return runtime;
+    }
     const pause = ociImage({
       files: [{ path: 'bin/busybox', data: readFileSync('/bin/busybox'), mode: 0o755 }],
       // The sandbox only holds the pod's namespaces; CRI stops it with SIGKILL, so no signal handling is needed.

@@ -25,7 +25,7 @@ const NS_SETUP = [
 ].join('\n');
 
 /** The values kubelet's container manager insists on (pkg/kubelet/cm: setupKernelTunables). */
-const KUBELET_SYSCTLS = { overcommit_memory: '1', panic: '10', panic_on_oops: '1' } as const;
+export const KUBELET_SYSCTLS = { overcommit_memory: '1', panic: '10', panic_on_oops: '1' } as const;
 
 /** The kubelet pinned in test/tools/versions.json, built once per machine (`npm run tools`). */
 export function kubeletBinary(): Promise<string> {
