@@ -22,7 +22,7 @@ const IMPORT =
   /(?:^|[\s;])(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|(?:^|[\s;])import\s*\(?\s*['"]([^'"]+)['"]/g;
 
 /** The relative specifiers a source file imports (type-only imports included: they still couple the rooms). */
-export function relativeImports(source: string): string[] {
+function relativeImports(source: string): string[] {
   const specs: string[] = [];
   for (const m of source.matchAll(IMPORT)) {
     const spec = m[1] ?? m[2];
@@ -39,7 +39,7 @@ function resolveSpecifier(fromFile: string, spec: string): string | undefined {
 }
 
 /** Every project file reachable from `entries` through relative imports, with the chain that reached it. */
-export function importGraph(entries: readonly string[]): Map<string, string[]> {
+function importGraph(entries: readonly string[]): Map<string, string[]> {
   const reached = new Map<string, string[]>();
   const queue: [string, string[]][] = entries.map((e) => [join(ROOT, e), [e]]);
   while (queue.length > 0) {
