@@ -197,6 +197,9 @@ static int take_fallback_slot(void) {
   const char *slash = strrchr(path, '/');
   if (!slash || (size_t)(slash - path) + 10 >= sizeof dir) return -1;
   memcpy(dir, path, (size_t)(slash - path));
+  /* On a node where no agent has run yet its directory is missing too; root-only, as the agent makes it. */
+  dir[slash - path] = '\0';
+  mkdir(dir, 0700);
   strcpy(dir + (slash - path), "/fallback");
   mkdir(dir, 0700); /* EEXIST is fine; anything else fails the open below */
   for (int i = 0; i < FALLBACK_SLOTS; i++) {
