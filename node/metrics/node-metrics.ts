@@ -31,6 +31,8 @@ export interface NodeMetricsOptions {
 }
 
 export const DEFAULT_LEASES_MAX_AGE_MS = 30_000;
+/** After a failed read of the leases, scrapes wait this long before the next, doubling up to the read window. */
+export const LEASES_RETRY_MIN_MS = 5_000;
 
 /** Every metric name the node exports: the dashboard and alert-rule tests check their PromQL against this list. */
 export const NODE_METRIC_NAMES = {
@@ -116,6 +118,11 @@ export class NodeMetrics {
     EVENT_LOOP_BUCKETS_S,
   );
   private leasesReadAtMs: number | undefined;
+  /** The read in progress: concurrent scrapes share it instead of each starting a Query. */
+  private leasesReading: Promise<void> | undefined;
+  /** After a failure: no read before this, and the wait doubles with each failure in a row. */
+  private leasesRetryAtMs = 0;
+  private leasesRetryMs = 0;
   private readLeases: (() => Promise<readonly Lease[]>) | undefined;
   private fallbackDataDir: string | undefined;
 
@@ -166,7 +173,11 @@ export class NodeMetrics {
 
   /** The agent learns its node and dataDir from the first request's netconf and identity. */
   setLeaseSource(read: () => Promise<readonly Lease[]>): void {
-    if (this.readLeases !== read) this.leasesReadAtMs = undefined;
+    if (this.readLeases !== read) {
+      this.leasesReadAtMs = undefined;
+      this.leasesRetryAtMs = 0;
+      this.leasesRetryMs = 0;
+    }
     this.readLeases = read;
   }
 
@@ -183,23 +194,38 @@ export class NodeMetrics {
     }
   }
 
-  private async refreshLeases(): Promise<void> {
+  private refreshLeases(): Promise<void> {
     const read = this.readLeases;
-    if (!read) return;
+    if (!read) return Promise.resolve();
     const nowMs = this.options.nowMs();
     const maxAgeMs = this.options.leasesMaxAgeMs ?? DEFAULT_LEASES_MAX_AGE_MS;
-    if (this.leasesReadAtMs !== undefined && nowMs - this.leasesReadAtMs < maxAgeMs) return;
+    if (this.leasesReadAtMs !== undefined && nowMs - this.leasesReadAtMs < maxAgeMs) return Promise.resolve();
+    if (nowMs < this.leasesRetryAtMs) return Promise.resolve();
+    this.leasesReading ??= this.readLeasesOnce(read, nowMs, maxAgeMs).finally(() => {
+      this.leasesReading = undefined;
+    });
+    return this.leasesReading;
+  }
+
+  private async readLeasesOnce(read: () => Promise<readonly Lease[]>, nowMs: number, maxAgeMs: number): Promise<void> {
     try {
       const all = await read();
       for (const state of LEASE_STATES) this.leases.set({ state }, all.filter((l) => l.state === state).length);
       this.claimable.set({}, all.filter((l) => isClaimable(l, nowMs)).length);
       this.leasesReadTime.set({}, nowMs / 1000);
       this.leasesReadAtMs = nowMs;
+      this.leasesRetryMs = 0;
     } catch (err) {
       this.leases.clear();
       this.claimable.clear();
       this.leasesReadAtMs = undefined;
-      this.options.log?.warn('metrics: cannot read this node’s leases', { error: errorMessage(err) });
+      // A store that is down is not asked again on every scrape of every scraper.
+      this.leasesRetryMs = Math.min(Math.max(LEASES_RETRY_MIN_MS, this.leasesRetryMs * 2), maxAgeMs);
+      this.leasesRetryAtMs = nowMs + this.leasesRetryMs;
+      this.options.log?.warn('metrics: cannot read this node’s leases', {
+        error: errorMessage(err),
+        retryInMs: this.leasesRetryMs,
+      });
     }
   }
 }

@@ -11,7 +11,12 @@ import {
   FALLBACK_RECORDS_MAX_BYTES,
   fallbackRecordsPath,
 } from '../../../node/metrics/fallback-records.js';
-import { EVENT_LOOP_SAMPLE_MS, NODE_METRIC_NAMES, NodeMetrics } from '../../../node/metrics/node-metrics.js';
+import {
+  EVENT_LOOP_SAMPLE_MS,
+  LEASES_RETRY_MIN_MS,
+  NODE_METRIC_NAMES,
+  NodeMetrics,
+} from '../../../node/metrics/node-metrics.js';
 import { observeHandlers } from '../../../node/metrics/observe-handlers.js';
 import { observeDynamo } from '../../../node/metrics/observed-dynamo.js';
 import type { Lease } from '../../../shared/domain/lease.js';
@@ -98,6 +103,49 @@ describe('Class: NodeMetrics', () => {
     expect(reads).toBe(2);
     expect(text).not.toMatch(/^vpc_lease_node_leases\{/m);
     expect(text).not.toMatch(/^vpc_lease_node_claimable_leases /m);
+  });
+
+  it('reads the leases once for concurrent scrapes, and backs off after a failure, doubling to the window', async () => {
+    let nowMs = 1_000_000;
+    let reads = 0;
+    let fail = true;
+    let answer: (() => void) | undefined;
+    const metrics = new NodeMetrics({
+      version: '0',
+      nowMs: () => nowMs,
+      leasesMaxAgeMs: 30_000,
+      readLeases: async () => {
+        reads += 1;
+        await new Promise<void>((resolve) => {
+          answer = resolve;
+        });
+        if (fail) throw new Error('store down');
+        return [lease('10.0.0.2', 'FREE')];
+      },
+    });
+    const scrapes = [scrape(metrics), scrape(metrics), scrape(metrics)];
+    await new Promise((resolve) => setImmediate(resolve));
+    answer?.();
+    await Promise.all(scrapes);
+    expect(reads).toBe(1);
+    // Failed: no read for LEASES_RETRY_MIN_MS, then 10 s, 20 s, and the window (30 s) at most.
+    const readsAfter = async (ms: number): Promise<number> => {
+      nowMs += ms;
+      const s = scrape(metrics);
+      await new Promise((resolve) => setImmediate(resolve));
+      answer?.();
+      await s;
+      return reads;
+    };
+    expect(await readsAfter(LEASES_RETRY_MIN_MS - 1)).toBe(1);
+    expect(await readsAfter(1)).toBe(2);
+    expect(await readsAfter(2 * LEASES_RETRY_MIN_MS - 1)).toBe(2);
+    expect(await readsAfter(1)).toBe(3);
+    expect(await readsAfter(20_000)).toBe(4);
+    expect(await readsAfter(29_999)).toBe(4);
+    fail = false;
+    expect(await readsAfter(1)).toBe(5);
+    expect(await scrape(metrics)).toContain('vpc_lease_node_claimable_leases 1\n');
   });
 
   it('times DynamoDB requests and labels failures with the error type', async () => {
