@@ -1,4 +1,4 @@
-import { endianness } from 'node:os';
+import { constants, endianness } from 'node:os';
 import { getSystemErrorName } from 'node:util';
 import { CONNMARK } from './connmark.js';
 import {
@@ -109,7 +109,10 @@ async function inPod<T>(podNsFd: number, fn: (nl: Nfnl) => Promise<T>): Promise<
 async function apply(podNsFd: number, messages: NftMessage[], what: string): Promise<void> {
   const errnos = await inPod(podNsFd, (nl) => nl.batch(messages, what));
   const failed = errnos.find((e) => e !== 0);
-  if (failed !== undefined) throw new RtnlError(`failed to ${what}: ${getSystemErrorName(-failed)}`, failed);
+  if (failed === undefined) return;
+  // nf_tables answers ENOENT for an expression whose module is not loaded and cannot be autoloaded.
+  const hint = failed === -constants.errno.ENOENT ? ' (is the nft_ct kernel module loaded?)' : '';
+  throw new RtnlError(`failed to ${what}: ${getSystemErrorName(-failed)}${hint}`, failed);
 }
 
 /** Installs the pod's mark rules of each family in one transaction; a bad name throws before anything is sent. */

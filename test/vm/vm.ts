@@ -65,6 +65,8 @@ const GUEST_MODULES = [
   'veth',
   'nf_tables',
   'nft_compat',
+  // The per-pod marks' ct expression, written over nfnetlink.
+  'nft_ct',
   'nf_conntrack',
   'nf_nat',
   'nft_chain_nat',

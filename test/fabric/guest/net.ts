@@ -146,6 +146,7 @@ export function exec(
 /** Kernel modules the fabric and kube-proxy's rules need (the guest cannot autoload them). */
 const MODULES = [
   'nf_conntrack',
+  'nft_ct',
   'nf_nat',
   'nft_chain_nat',
   'xt_nat',

@@ -16,7 +16,7 @@ import {
   sh,
 } from './guest-node.js';
 import type { GuestCase } from './runner.js';
-import { ipJson, leftovers, mangleRules, NODE_WIDE_RULE, type Snapshot, snapshot, text } from './snapshot.js';
+import { ipJson, leftovers, NODE_WIDE_RULE, podRuleset, type Snapshot, snapshot, text } from './snapshot.js';
 
 /**
  * IPv6 pods on real ipvlan: the guest node of guest-node.ts plus its IPv6 half — the VPC router at the /64's base
@@ -109,7 +109,7 @@ function snapshot6(pods: readonly string[]): Snapshot {
     ...snapshot(pods),
     rules6: rules6.map(text),
     egress: [...chain('-S', EGRESS_CHAIN), ...chain('-t', 'nat', '-S', EGRESS_CHAIN)],
-    podMangle6: pods.flatMap((p) => mangleRules(p, 'ip6tables')),
+    podRuleset6: pods.flatMap((p) => podRuleset(p, 'ip6')),
   };
 }
 

@@ -2,8 +2,8 @@ import { cmd, ipBatch } from '../../fabric/guest/net.js';
 
 /**
  * Everything a pod attachment could leave on the guest node, to compare before and after: one line per object
- * (ip's JSON for links, rules and routes; iptables' rule text). Each namespace is read with one `ip -j -batch`
- * (a process start costs ~0.1-1 s in the emulated guest) and one iptables per table.
+ * (ip's JSON for links, rules and routes; nft's rule text). Each namespace is read with one `ip -j -batch`
+ * (a process start costs ~0.1-1 s in the emulated guest) and one nft per family.
  */
 export type Snapshot = Record<string, string[]>;
 /** One object of ip's JSON answer (a link, a rule, a route). */
@@ -22,11 +22,15 @@ export function ipJson(netns: string | undefined, commands: readonly string[], f
 export const text = (o: IpObject): string => JSON.stringify(o);
 const notLocal = (r: IpObject): boolean => r['table'] !== 'local';
 
-/** A pod's rules in its mangle table (connmark marks), prefixed with the pod's namespace. */
-export function mangleRules(netns: string, program: 'iptables' | 'ip6tables'): string[] {
-  return cmd('ip', 'netns', 'exec', netns, program, '-w', '5', '-t', 'mangle', '-S')
+/**
+ * Every nf_tables rule of a family in a pod's namespace, as `nft` prints it: the plugin's per-pod mark tables
+ * and anything iptables-nft wrote, read by the operators' tool rather than the plugin's own reader.
+ */
+export function podRuleset(netns: string, family: 'ip' | 'ip6'): string[] {
+  return cmd('ip', 'netns', 'exec', netns, 'nft', 'list', 'ruleset', family)
     .split('\n')
-    .filter((l) => l.startsWith('-A '))
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && l !== '}')
     .map((l) => `${netns}: ${l}`);
 }
 
@@ -46,7 +50,7 @@ export function snapshot(pods: readonly string[]): Snapshot {
     routes: routes.filter(notLocal).map(text),
     podLinks,
     podRules,
-    podMangle: pods.flatMap((p) => mangleRules(p, 'iptables')),
+    podRuleset: pods.flatMap((p) => podRuleset(p, 'ip')),
   };
 }
 
