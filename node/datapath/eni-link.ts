@@ -3,6 +3,7 @@ import type { RtNetlinkSocket } from 'netlink/dist/rt/rt.js';
 import type { LinkMessage } from 'netlink/dist/rt/structs.js';
 import type { Logger } from '../../shared/log.js';
 import { CniCode, CniError } from '../cni/errors.js';
+import { procSysNet } from './proc-sys-net.js';
 import { assertIfName } from './rp-filter.js';
 import { REQUEST_TIMEOUT_MS, rtnl } from './rtnl.js';
 
@@ -68,7 +69,7 @@ export async function bringEniUp(host: RtNetlinkSocket, eni: LinkMessage, log: L
 function ignoreRouterAdvertisements(ifName: string): void {
   assertIfName(ifName);
   try {
-    writeFileSync(`/proc/sys/net/ipv6/conf/${ifName}/accept_ra`, '0');
+    writeFileSync(`${procSysNet()}/ipv6/conf/${ifName}/accept_ra`, '0');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }

@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { inNetns } from './native.js';
+import { procSysNet } from './proc-sys-net.js';
 
 /**
  * Reverse-path filtering. Distributions such as Amazon Linux set it strict (1) for every interface, and a pod
@@ -26,7 +27,7 @@ function read(path: string): number {
 /** Makes one interface of the current netns loose when it is strict; names come from the kernel or the plugin. */
 export function loosenRpFilter(ifName: string): boolean {
   assertIfName(ifName);
-  const dir = '/proc/sys/net/ipv4/conf';
+  const dir = `${procSysNet()}/ipv4/conf`;
   if (Math.max(read(`${dir}/all/rp_filter`), read(`${dir}/${ifName}/rp_filter`)) !== 1) return false;
   writeFileSync(`${dir}/${ifName}/rp_filter`, '2');
   return true;
@@ -42,7 +43,7 @@ export function loosenRpFilter(ifName: string): boolean {
  */
 export function validateHostVethByMark(ifName: string): void {
   assertIfName(ifName);
-  writeFileSync(`/proc/sys/net/ipv4/conf/${ifName}/src_valid_mark`, '1');
+  writeFileSync(`${procSysNet()}/ipv4/conf/${ifName}/src_valid_mark`, '1');
 }
 
 /**
@@ -54,7 +55,7 @@ export function validateHostVethByMark(ifName: string): void {
 export function unfilterPodVeth(nsFd: number, ifName: string): void {
   assertIfName(ifName);
   inNetns(nsFd, () => {
-    const dir = '/proc/sys/net/ipv4/conf';
+    const dir = `${procSysNet()}/ipv4/conf`;
     const all = read(`${dir}/all/rp_filter`);
     writeFileSync(`${dir}/${ifName}/rp_filter`, '0');
     if (all === 0) return;

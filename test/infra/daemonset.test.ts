@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { AGENT_CAPABILITIES } from '../../node/agent/capabilities.js';
+import { HOST_PROC_SYS_NET } from '../../node/datapath/proc-sys-net.js';
 import { SHIM_SOURCE_FILE } from '../../node/installer/install.js';
 import { IMAGE_ARCHES } from '../../packaging/image/build-image.js';
 import { DAEMONSET_FILE, IMAGE_PLACEHOLDER, renderDaemonSet } from '../../packaging/image/render-daemonset.js';
@@ -80,7 +81,7 @@ describe('node/deploy/daemonset.yaml, rendered', () => {
       '/var/lib/cni/vpc-lease': '/var/lib/cni/vpc-lease None',
       '/var/log/vpc-lease': '/var/log/vpc-lease None',
       '/run/xtables.lock': '/run/xtables.lock None',
-      '/proc/sys/net': '/proc/sys/net None',
+      '/host/proc/sys/net': '/proc/sys/net None',
     });
     // The socket's directory is the agent's alone: no other container of this pod mounts it.
     const others = pod.initContainers.flatMap((c) => c.volumeMounts ?? []).map((m) => m.name);
@@ -94,7 +95,7 @@ describe('node/deploy/daemonset.yaml, rendered', () => {
       capabilities: { drop: ['ALL'], add: AGENT_CAPABILITIES.map((c) => c.name.replace(/^CAP_/, '')) },
       seLinuxOptions: { type: 'spc_t' },
     });
-    const sysctls = agent.volumeMounts?.find((m) => m.mountPath === '/proc/sys/net');
+    const sysctls = agent.volumeMounts?.find((m) => m.mountPath === HOST_PROC_SYS_NET);
     expect(pod.volumes?.find((v) => v.name === sysctls?.name)?.hostPath?.path).toBe('/proc/sys/net');
   });
 
