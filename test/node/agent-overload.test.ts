@@ -33,7 +33,8 @@ const MEMORY_LIMIT_MIB = Number(
  * The plugin processes running now (the shim execs `.../vpc-lease-cni-plugin`). A child the plugin is forking
  * (iptables) shows its parent's command line until it execs, so processes whose parent matched are not counted.
  */
-function pluginProcesses(): number {
+/** Fallback plugins of this burst: other test files run the plugin at the same time, so only our containers count. */
+function pluginProcesses(label: string): number {
   const plugins = new Map<string, string>(); // pid → ppid
   for (const pid of readdirSync('/proc')) {
     if (!/^\d+$/.test(pid)) continue;
@@ -41,6 +42,8 @@ function pluginProcesses(): number {
       // The plugin is the bundle run by node: its path is an argument, not argv[0].
       const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
       if (!argv.some((a) => a.endsWith('/vpc-lease-cni-plugin'))) continue;
+      const env = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      if (!env.some((e) => e.startsWith(`CNI_CONTAINERID=${label}-`))) continue;
       const ppid = /PPid:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? '';
       plugins.set(pid, ppid);
     } catch {
@@ -98,7 +101,7 @@ describe.skipIf(skip)('the agent under 100 parallel ADDs through shims', () => {
     const pods = Array.from({ length: CALLS }, (_, i) => ({ netns: f.addNetns(), containerId: `${label}-${i}` }));
     let most = 0;
     const sampler = setInterval(() => {
-      most = Math.max(most, pluginProcesses());
+      most = Math.max(most, pluginProcesses(label));
     }, 20);
     if (stallMs > 0) agent.child.kill('SIGSTOP');
     const resume = setTimeout(() => agent?.child.kill('SIGCONT'), stallMs);
