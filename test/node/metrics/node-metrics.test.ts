@@ -55,6 +55,11 @@ function lease(ip: string, state: Lease['state'], reusableAtMs?: number): Lease 
   };
 }
 
+/** Metrics whose lease reads go through `readLeases`, with a 30 s read window on the given clock. */
+function readingLeases(nowMs: () => number, readLeases: () => Promise<readonly Lease[]>): NodeMetrics {
+  return new NodeMetrics({ version: '0', nowMs, leasesMaxAgeMs: 30_000, readLeases });
+}
+
 describe('Class: NodeMetrics', () => {
   it('counts commands by result and code, and times them per path', async () => {
     const metrics = new NodeMetrics({ version: '9.9.9', nowMs: () => 0 });
@@ -75,11 +80,9 @@ describe('Class: NodeMetrics', () => {
     let nowMs = 1_000_000;
     let reads = 0;
     let fail = false;
-    const metrics = new NodeMetrics({
-      version: '0',
-      nowMs: () => nowMs,
-      leasesMaxAgeMs: 30_000,
-      readLeases: async () => {
+    const metrics = readingLeases(
+      () => nowMs,
+      async () => {
         reads += 1;
         if (fail) throw new Error('store down');
         return [
@@ -89,7 +92,7 @@ describe('Class: NodeMetrics', () => {
           lease('10.0.0.5', 'COOLDOWN', nowMs + 60_000),
         ];
       },
-    });
+    );
     let text = await scrape(metrics);
     expect(text).toContain('vpc_lease_node_leases{state="COOLDOWN"} 2\n');
     expect(text).toContain('vpc_lease_node_leases{state="RELEASING"} 0\n');
@@ -110,11 +113,9 @@ describe('Class: NodeMetrics', () => {
     let reads = 0;
     let fail = true;
     let answer: (() => void) | undefined;
-    const metrics = new NodeMetrics({
-      version: '0',
-      nowMs: () => nowMs,
-      leasesMaxAgeMs: 30_000,
-      readLeases: async () => {
+    const metrics = readingLeases(
+      () => nowMs,
+      async () => {
         reads += 1;
         await new Promise<void>((resolve) => {
           answer = resolve;
@@ -122,7 +123,7 @@ describe('Class: NodeMetrics', () => {
         if (fail) throw new Error('store down');
         return [lease('10.0.0.2', 'FREE')];
       },
-    });
+    );
     const scrapes = [scrape(metrics), scrape(metrics), scrape(metrics)];
     await new Promise((resolve) => setImmediate(resolve));
     answer?.();
